@@ -1,0 +1,27 @@
+# One target per task; each installs what it needs first.
+.PHONY: install test check demo fmt clean
+
+STAMP := .venv/.installed
+SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c)
+
+install:            ## Debian packages, .venv with reservoir, C extension built
+	scripts/install.sh
+
+$(STAMP): $(SOURCES_FOR_INSTALL)
+	scripts/install.sh
+
+test: $(STAMP)      ## unit, integration (real peers on loopback) and bounded fuzz tests
+	scripts/test.sh
+
+check: $(STAMP)     ## ruff lint, ruff format --check, mypy strict
+	scripts/check.sh
+
+demo: $(STAMP)      ## serve a target and show it with libiscsi's tools
+	scripts/demo.sh
+
+fmt: $(STAMP)
+	.venv/bin/ruff format reservoir agent tests
+	.venv/bin/ruff check --fix reservoir agent tests
+
+clean:
+	rm -rf build *.egg-info .mypy_cache .ruff_cache .pytest_cache

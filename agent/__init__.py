@@ -1,0 +1,1 @@
+"""The agent: iSCSI protocol, builtin target and storage engine of a disk server."""

@@ -1,0 +1,3 @@
+from reservoir.cli import main
+
+raise SystemExit(main())

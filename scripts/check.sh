@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Lint, format check and strict typing; the same script people and CI run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+.venv/bin/ruff check reservoir agent tests
+.venv/bin/ruff format --check reservoir agent tests
+.venv/bin/mypy

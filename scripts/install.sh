@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what Reservoir needs on Debian 12: system packages, a virtual
+# environment at .venv with reservoir (and its C extension) installed in it.
+# Idempotent: packages already present are not reinstalled.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+    build-essential pkg-config python3-dev python3-venv
+    liburing-dev          # io_uring storage engine (C extension)
+    tgt libiscsi-bin      # peers: reference target and libiscsi tools/conformance suite
+    iperf3                # memory-to-memory baselines
+    iproute2 procps       # namespaces, links, process control in tests
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "install: apt packages: ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "install: need root to install ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# A Python >= 3.11 for the venv: $PYTHON, else python3.
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "install: $PY is older than 3.11" >&2
+    exit 1
+fi
+if [[ ! -x .venv/bin/python ]]; then
+    echo "install: creating .venv with $($PY --version)"
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -c 'import reservoir.agent.storage as s; print("install: storage engine backends:", ", ".join(s.available_backends()))'
+touch .venv/.installed
