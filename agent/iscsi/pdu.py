@@ -1,0 +1,968 @@
+"""The iSCSI PDU codec (RFC 7143 §11): every PDU type, both directions.
+
+A PDU on the wire is a 48-byte Basic Header Segment (BHS), optional
+Additional Header Segments (AHS), an optional header digest, a data segment
+padded to 4 bytes and an optional data digest.  The BHS is decoded with one
+``struct`` call into the common fields plus the eight 32-bit words at bytes
+16..47; each PDU class maps those words to its named fields.
+
+Errors: :class:`PduError` carries the Reject reason (RFC 7143 §11.17.1) the
+receiver should answer with, and whether the connection can go on.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import ClassVar, Self
+
+from reservoir.agent.iscsi.digest import DIGEST_LEN, digest
+
+BHS_LEN = 48
+MAX_DATA_SEGMENT = (1 << 24) - 1
+RESERVED_TAG = 0xFFFFFFFF
+
+_BHS = struct.Struct(">BBBBI8s8I")
+_CDB_HEAD = struct.Struct(">BBBBI8sIIII")
+
+
+class Opcode(IntEnum):
+    NOP_OUT = 0x00
+    SCSI_COMMAND = 0x01
+    TASK_MGMT_REQUEST = 0x02
+    LOGIN_REQUEST = 0x03
+    TEXT_REQUEST = 0x04
+    DATA_OUT = 0x05
+    LOGOUT_REQUEST = 0x06
+    SNACK_REQUEST = 0x10
+    NOP_IN = 0x20
+    SCSI_RESPONSE = 0x21
+    TASK_MGMT_RESPONSE = 0x22
+    LOGIN_RESPONSE = 0x23
+    TEXT_RESPONSE = 0x24
+    DATA_IN = 0x25
+    LOGOUT_RESPONSE = 0x26
+    R2T = 0x31
+    ASYNC_MESSAGE = 0x32
+    REJECT = 0x3F
+
+
+INITIATOR_OPCODES = frozenset(op for op in Opcode if op < 0x20)
+IMMEDIATE_ALLOWED = frozenset(
+    {
+        Opcode.NOP_OUT,
+        Opcode.SCSI_COMMAND,
+        Opcode.TASK_MGMT_REQUEST,
+        Opcode.LOGIN_REQUEST,
+        Opcode.TEXT_REQUEST,
+        Opcode.LOGOUT_REQUEST,
+    }
+)
+
+
+class RejectReason(IntEnum):
+    """Reject reasons, RFC 7143 §11.17.1."""
+
+    DATA_DIGEST_ERROR = 0x02
+    SNACK_REJECT = 0x03
+    PROTOCOL_ERROR = 0x04
+    COMMAND_NOT_SUPPORTED = 0x05
+    IMMEDIATE_COMMAND_REJECT = 0x06
+    TASK_IN_PROGRESS = 0x07
+    INVALID_DATA_ACK = 0x08
+    INVALID_PDU_FIELD = 0x09
+    LONG_OP_REJECT = 0x0A
+    DEPRECATED = 0x0B
+    WAITING_FOR_LOGOUT = 0x0C
+
+
+class PduError(Exception):
+    """A PDU that cannot be accepted.
+
+    ``reason`` is what a Reject should say; ``header`` the offending BHS (the
+    Reject's data segment); ``fatal`` means framing is lost and the connection
+    must be closed after answering.
+    """
+
+    def __init__(
+        self, message: str, reason: RejectReason, header: bytes = b"", *, fatal: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.header = header
+        self.fatal = fatal
+
+
+# ---------------------------------------------------------------- framing
+
+
+def frame_lengths(bhs: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(AHS bytes, data segment bytes) announced by a BHS, for the reader."""
+    ahs_words = bhs[4]
+    data_len = int.from_bytes(bhs[5:8], "big")
+    return ahs_words * 4, data_len
+
+
+def padded(length: int) -> int:
+    """``length`` rounded up to a multiple of 4 (the data segment padding)."""
+    return (length + 3) & ~3
+
+
+def pad_bytes(length: int) -> bytes:
+    return b"\0" * (padded(length) - length)
+
+
+# ---------------------------------------------------------------- AHS
+
+
+class AhsType(IntEnum):
+    EXTENDED_CDB = 1
+    BIDI_READ_LENGTH = 2
+
+
+def parse_ahs(ahs: bytes, header: bytes = b"") -> list[tuple[int, bytes]]:
+    """Split the AHS area into (type, specific bytes); RFC 7143 §11.2.2."""
+    out: list[tuple[int, bytes]] = []
+    pos = 0
+    while pos < len(ahs):
+        if len(ahs) - pos < 4:
+            raise PduError("truncated AHS", RejectReason.PROTOCOL_ERROR, header, fatal=True)
+        length = int.from_bytes(ahs[pos : pos + 2], "big")
+        kind = ahs[pos + 2]
+        end = pos + 3 + length
+        if length == 0 or end > len(ahs):
+            raise PduError("AHS length overruns", RejectReason.PROTOCOL_ERROR, header)
+        out.append((kind, bytes(ahs[pos + 3 : end])))
+        pos = padded(end)
+    return out
+
+
+def build_ahs(kind: int, specific: bytes) -> bytes:
+    body = len(specific).to_bytes(2, "big") + bytes([kind]) + specific
+    return body + pad_bytes(len(body))
+
+
+# ---------------------------------------------------------------- base
+
+
+@dataclass(slots=True, kw_only=True)
+class Pdu:
+    """Fields every PDU has.  Subclasses name the opcode-specific ones."""
+
+    OPCODE: ClassVar[Opcode]
+    immediate: bool = False
+    final: bool = True
+    itt: int = RESERVED_TAG
+    ahs: bytes = b""
+    data: bytes | bytearray | memoryview = b""
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        """(byte1 flags, byte2, byte3, bytes 8..15, words at 16..44)."""
+        raise NotImplementedError
+
+    def _byte1(self) -> int:
+        return 0x80 if self.final else 0
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        raise NotImplementedError
+
+    def encode_header(self) -> bytes:
+        b1, b2, b3, b8, words = self._words()
+        b0 = int(self.OPCODE) | (0x40 if self.immediate else 0)
+        if len(self.ahs) % 4:
+            raise ValueError("AHS must be padded to 4 bytes")
+        w1 = (len(self.ahs) // 4) << 24 | len(self.data)
+        return _BHS.pack(b0, b1, b2, b3, w1, b8, *words) + self.ahs
+
+
+def _lun(b8: bytes) -> bytes:
+    return bytes(b8)
+
+
+# ---------------------------------------------------------------- initiator PDUs
+
+
+@dataclass(slots=True, kw_only=True)
+class NopOut(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.NOP_OUT
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+    cmdsn: int = 0
+    expstatsn: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        return 0x80, 0, 0, self.lun, [self.itt, self.ttt, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(lun=_lun(b8), itt=w[0], ttt=w[1], cmdsn=w[2], expstatsn=w[3])
+
+
+class TaskAttr(IntEnum):
+    UNTAGGED = 0
+    SIMPLE = 1
+    ORDERED = 2
+    HEAD_OF_QUEUE = 3
+    ACA = 4
+
+
+@dataclass(slots=True, kw_only=True)
+class ScsiCommand(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.SCSI_COMMAND
+    read: bool = False
+    write: bool = False
+    attr: int = TaskAttr.SIMPLE
+    lun: bytes = bytes(8)
+    expected_length: int = 0
+    cmdsn: int = 0
+    expstatsn: int = 0
+    cdb: bytes = bytes(16)
+
+    def _byte1(self) -> int:
+        flags = 0x80 if self.final else 0
+        return flags | (0x40 if self.read else 0) | (0x20 if self.write else 0) | (self.attr & 7)
+
+    def encode_header(self) -> bytes:
+        cdb16 = self.cdb[:16].ljust(16, b"\0")
+        ahs = self.ahs
+        if len(self.cdb) > 16 and not ahs:
+            extra = self.cdb[16:]
+            ahs = build_ahs(AhsType.EXTENDED_CDB, b"\0" + extra)
+        b0 = int(self.OPCODE) | (0x40 if self.immediate else 0)
+        w1 = (len(ahs) // 4) << 24 | len(self.data)
+        head = _CDB_HEAD.pack(
+            b0,
+            self._byte1(),
+            0,
+            0,
+            w1,
+            self.lun,
+            self.itt,
+            self.expected_length,
+            self.cmdsn,
+            self.expstatsn,
+        )
+        return head + cdb16 + ahs
+
+    @classmethod
+    def decode_cdb(cls, bhs: bytes, ahs: bytes) -> bytes:
+        """The whole CDB: 16 bytes of BHS plus an Extended CDB AHS if present."""
+        cdb = bytes(bhs[32:48])
+        for kind, specific in parse_ahs(ahs, bhs):
+            if kind == AhsType.EXTENDED_CDB:
+                cdb += specific[1:]
+        return cdb
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            final=bool(b1 & 0x80),
+            read=bool(b1 & 0x40),
+            write=bool(b1 & 0x20),
+            attr=b1 & 7,
+            lun=_lun(b8),
+            itt=w[0],
+            expected_length=w[1],
+            cmdsn=w[2],
+            expstatsn=w[3],
+        )
+
+
+class TmfFunction(IntEnum):
+    ABORT_TASK = 1
+    ABORT_TASK_SET = 2
+    CLEAR_ACA = 3
+    CLEAR_TASK_SET = 4
+    LOGICAL_UNIT_RESET = 5
+    TARGET_WARM_RESET = 6
+    TARGET_COLD_RESET = 7
+    TASK_REASSIGN = 8
+
+
+class TmfResponse(IntEnum):
+    COMPLETE = 0
+    NO_TASK = 1
+    NO_LUN = 2
+    TASK_ALLEGIANT = 3
+    NO_REASSIGN = 4
+    NOT_SUPPORTED = 5
+    AUTH_FAILED = 6
+    REJECTED = 255
+
+
+@dataclass(slots=True, kw_only=True)
+class TaskMgmtRequest(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.TASK_MGMT_REQUEST
+    function: int = TmfFunction.ABORT_TASK
+    lun: bytes = bytes(8)
+    ref_task_tag: int = RESERVED_TAG
+    cmdsn: int = 0
+    expstatsn: int = 0
+    ref_cmdsn: int = 0
+    expdatasn: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [self.itt, self.ref_task_tag, self.cmdsn, self.expstatsn]
+        return 0x80 | self.function, 0, 0, self.lun, [*words, self.ref_cmdsn, self.expdatasn, 0, 0]
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            function=b1 & 0x7F,
+            lun=_lun(b8),
+            itt=w[0],
+            ref_task_tag=w[1],
+            cmdsn=w[2],
+            expstatsn=w[3],
+            ref_cmdsn=w[4],
+            expdatasn=w[5],
+        )
+
+
+class Stage(IntEnum):
+    SECURITY = 0
+    OPERATIONAL = 1
+    FULL_FEATURE = 3
+
+
+def _login_flags(transit: bool, cont: bool, csg: int, nsg: int) -> int:
+    return (0x80 if transit else 0) | (0x40 if cont else 0) | (csg & 3) << 2 | (nsg & 3)
+
+
+@dataclass(slots=True, kw_only=True)
+class LoginRequest(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.LOGIN_REQUEST
+    immediate: bool = True
+    transit: bool = False
+    cont: bool = False
+    csg: int = 0
+    nsg: int = 0
+    version_max: int = 0
+    version_min: int = 0
+    isid: bytes = bytes(6)
+    tsih: int = 0
+    cid: int = 0
+    cmdsn: int = 0
+    expstatsn: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        b1 = _login_flags(self.transit, self.cont, self.csg, self.nsg)
+        b8 = self.isid + self.tsih.to_bytes(2, "big")
+        words = [self.itt, self.cid << 16, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
+        return b1, self.version_max, self.version_min, b8, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            transit=bool(b1 & 0x80),
+            cont=bool(b1 & 0x40),
+            csg=(b1 >> 2) & 3,
+            nsg=b1 & 3,
+            version_max=b2,
+            version_min=b3,
+            isid=bytes(b8[:6]),
+            tsih=int.from_bytes(b8[6:8], "big"),
+            itt=w[0],
+            cid=w[1] >> 16,
+            cmdsn=w[2],
+            expstatsn=w[3],
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class TextRequest(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.TEXT_REQUEST
+    cont: bool = False
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+    cmdsn: int = 0
+    expstatsn: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        b1 = self._byte1() | (0x40 if self.cont else 0)
+        return b1, 0, 0, self.lun, [self.itt, self.ttt, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            final=bool(b1 & 0x80),
+            cont=bool(b1 & 0x40),
+            lun=_lun(b8),
+            itt=w[0],
+            ttt=w[1],
+            cmdsn=w[2],
+            expstatsn=w[3],
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class DataOut(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.DATA_OUT
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+    expstatsn: int = 0
+    datasn: int = 0
+    offset: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [self.itt, self.ttt, 0, self.expstatsn, 0, self.datasn, self.offset, 0]
+        return self._byte1(), 0, 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            final=bool(b1 & 0x80),
+            lun=_lun(b8),
+            itt=w[0],
+            ttt=w[1],
+            expstatsn=w[3],
+            datasn=w[5],
+            offset=w[6],
+        )
+
+
+class LogoutReason(IntEnum):
+    CLOSE_SESSION = 0
+    CLOSE_CONNECTION = 1
+    REMOVE_CONNECTION_FOR_RECOVERY = 2
+
+
+@dataclass(slots=True, kw_only=True)
+class LogoutRequest(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.LOGOUT_REQUEST
+    reason: int = LogoutReason.CLOSE_SESSION
+    cid: int = 0
+    cmdsn: int = 0
+    expstatsn: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [self.itt, self.cid << 16, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
+        return 0x80 | self.reason, 0, 0, bytes(8), words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(reason=b1 & 0x7F, itt=w[0], cid=w[1] >> 16, cmdsn=w[2], expstatsn=w[3])
+
+
+@dataclass(slots=True, kw_only=True)
+class SnackRequest(Pdu):
+    OPCODE: ClassVar[Opcode] = Opcode.SNACK_REQUEST
+    snack_type: int = 0
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+    expstatsn: int = 0
+    begrun: int = 0
+    runlength: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [self.itt, self.ttt, 0, self.expstatsn, 0, 0, self.begrun, self.runlength]
+        return 0x80 | self.snack_type, 0, 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            snack_type=b1 & 0x0F,
+            lun=_lun(b8),
+            itt=w[0],
+            ttt=w[1],
+            expstatsn=w[3],
+            begrun=w[6],
+            runlength=w[7],
+        )
+
+
+# ---------------------------------------------------------------- target PDUs
+
+
+@dataclass(slots=True, kw_only=True)
+class _TargetPdu(Pdu):
+    statsn: int = 0
+    expcmdsn: int = 0
+    maxcmdsn: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class NopIn(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.NOP_IN
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [self.itt, self.ttt, self.statsn, self.expcmdsn, self.maxcmdsn, 0, 0, 0]
+        return 0x80, 0, 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(lun=_lun(b8), itt=w[0], ttt=w[1], statsn=w[2], expcmdsn=w[3], maxcmdsn=w[4])
+
+
+@dataclass(slots=True, kw_only=True)
+class ScsiResponse(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.SCSI_RESPONSE
+    response: int = 0
+    status: int = 0
+    bidi_overflow: bool = False
+    bidi_underflow: bool = False
+    overflow: bool = False
+    underflow: bool = False
+    snack_tag: int = 0
+    expdatasn: int = 0
+    bidi_residual: int = 0
+    residual: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        b1 = 0x80 | (self.bidi_overflow << 4) | (self.bidi_underflow << 3)
+        b1 |= (self.overflow << 2) | (self.underflow << 1)
+        words = [
+            self.itt,
+            self.snack_tag,
+            self.statsn,
+            self.expcmdsn,
+            self.maxcmdsn,
+            self.expdatasn,
+            self.bidi_residual,
+            self.residual,
+        ]
+        return b1, self.response, self.status, bytes(8), words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            bidi_overflow=bool(b1 & 0x10),
+            bidi_underflow=bool(b1 & 0x08),
+            overflow=bool(b1 & 0x04),
+            underflow=bool(b1 & 0x02),
+            response=b2,
+            status=b3,
+            itt=w[0],
+            snack_tag=w[1],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+            expdatasn=w[5],
+            bidi_residual=w[6],
+            residual=w[7],
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class TaskMgmtResponse(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.TASK_MGMT_RESPONSE
+    response: int = TmfResponse.COMPLETE
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, 0, 0, 0]
+        return 0x80, self.response, 0, bytes(8), words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(response=b2, itt=w[0], statsn=w[2], expcmdsn=w[3], maxcmdsn=w[4])
+
+
+@dataclass(slots=True, kw_only=True)
+class LoginResponse(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.LOGIN_RESPONSE
+    transit: bool = False
+    cont: bool = False
+    csg: int = 0
+    nsg: int = 0
+    version_max: int = 0
+    version_active: int = 0
+    isid: bytes = bytes(6)
+    tsih: int = 0
+    status_class: int = 0
+    status_detail: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        b1 = _login_flags(self.transit, self.cont, self.csg, self.nsg)
+        b8 = self.isid + self.tsih.to_bytes(2, "big")
+        status = (self.status_class << 24) | (self.status_detail << 16)
+        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, status, 0, 0]
+        return b1, self.version_max, self.version_active, b8, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            transit=bool(b1 & 0x80),
+            cont=bool(b1 & 0x40),
+            csg=(b1 >> 2) & 3,
+            nsg=b1 & 3,
+            version_max=b2,
+            version_active=b3,
+            isid=bytes(b8[:6]),
+            tsih=int.from_bytes(b8[6:8], "big"),
+            itt=w[0],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+            status_class=w[5] >> 24,
+            status_detail=(w[5] >> 16) & 0xFF,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class TextResponse(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.TEXT_RESPONSE
+    cont: bool = False
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        b1 = self._byte1() | (0x40 if self.cont else 0)
+        words = [self.itt, self.ttt, self.statsn, self.expcmdsn, self.maxcmdsn, 0, 0, 0]
+        return b1, 0, 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            final=bool(b1 & 0x80),
+            cont=bool(b1 & 0x40),
+            lun=_lun(b8),
+            itt=w[0],
+            ttt=w[1],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class DataIn(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.DATA_IN
+    ack: bool = False
+    overflow: bool = False
+    underflow: bool = False
+    has_status: bool = False
+    status: int = 0
+    lun: bytes = bytes(8)
+    ttt: int = RESERVED_TAG
+    datasn: int = 0
+    offset: int = 0
+    residual: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        b1 = self._byte1() | (0x40 if self.ack else 0) | (self.overflow << 2)
+        b1 |= (self.underflow << 1) | int(self.has_status)
+        words = [
+            self.itt,
+            self.ttt,
+            self.statsn if self.has_status else 0,
+            self.expcmdsn,
+            self.maxcmdsn,
+            self.datasn,
+            self.offset,
+            self.residual,
+        ]
+        return b1, 0, self.status if self.has_status else 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            final=bool(b1 & 0x80),
+            ack=bool(b1 & 0x40),
+            overflow=bool(b1 & 0x04),
+            underflow=bool(b1 & 0x02),
+            has_status=bool(b1 & 0x01),
+            status=b3,
+            lun=_lun(b8),
+            itt=w[0],
+            ttt=w[1],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+            datasn=w[5],
+            offset=w[6],
+            residual=w[7],
+        )
+
+
+class LogoutResponseCode(IntEnum):
+    CLOSED = 0
+    CID_NOT_FOUND = 1
+    RECOVERY_NOT_SUPPORTED = 2
+    CLEANUP_FAILED = 3
+
+
+@dataclass(slots=True, kw_only=True)
+class LogoutResponse(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.LOGOUT_RESPONSE
+    response: int = LogoutResponseCode.CLOSED
+    time2wait: int = 0
+    time2retain: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        times = (self.time2wait << 16) | self.time2retain
+        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, 0, times, 0]
+        return 0x80, self.response, 0, bytes(8), words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            response=b2,
+            itt=w[0],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+            time2wait=w[6] >> 16,
+            time2retain=w[6] & 0xFFFF,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class R2T(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.R2T
+    lun: bytes = bytes(8)
+    ttt: int = 0
+    r2tsn: int = 0
+    offset: int = 0
+    length: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [
+            self.itt,
+            self.ttt,
+            self.statsn,
+            self.expcmdsn,
+            self.maxcmdsn,
+            self.r2tsn,
+            self.offset,
+            self.length,
+        ]
+        return 0x80, 0, 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            lun=_lun(b8),
+            itt=w[0],
+            ttt=w[1],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+            r2tsn=w[5],
+            offset=w[6],
+            length=w[7],
+        )
+
+
+class AsyncEvent(IntEnum):
+    SCSI_EVENT = 0
+    LOGOUT_REQUEST = 1
+    CONNECTION_DROP = 2
+    SESSION_DROP = 3
+    NEGOTIATION_REQUEST = 4
+    TASK_TERMINATION = 5
+    VENDOR = 255
+
+
+@dataclass(slots=True, kw_only=True)
+class AsyncMessage(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.ASYNC_MESSAGE
+    lun: bytes = bytes(8)
+    event: int = AsyncEvent.LOGOUT_REQUEST
+    vcode: int = 0
+    parameter1: int = 0
+    parameter2: int = 0
+    parameter3: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        w36 = (self.event << 24) | (self.vcode << 16) | self.parameter1
+        w40 = (self.parameter2 << 16) | self.parameter3
+        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, w36, w40, 0]
+        return 0x80, 0, 0, self.lun, words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(
+            lun=_lun(b8),
+            itt=w[0],
+            statsn=w[2],
+            expcmdsn=w[3],
+            maxcmdsn=w[4],
+            event=w[5] >> 24,
+            vcode=(w[5] >> 16) & 0xFF,
+            parameter1=w[5] & 0xFFFF,
+            parameter2=w[6] >> 16,
+            parameter3=w[6] & 0xFFFF,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class Reject(_TargetPdu):
+    OPCODE: ClassVar[Opcode] = Opcode.REJECT
+    reason: int = RejectReason.PROTOCOL_ERROR
+    datasn: int = 0
+
+    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
+        words = [RESERVED_TAG, 0, self.statsn, self.expcmdsn, self.maxcmdsn, self.datasn, 0, 0]
+        return 0x80, self.reason, 0, bytes(8), words
+
+    @classmethod
+    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        return cls(reason=b2, statsn=w[2], expcmdsn=w[3], maxcmdsn=w[4], datasn=w[5])
+
+
+# ---------------------------------------------------------------- decode / encode
+
+PDU_CLASSES: dict[int, type[Pdu]] = {
+    cls.OPCODE: cls
+    for cls in (
+        NopOut,
+        ScsiCommand,
+        TaskMgmtRequest,
+        LoginRequest,
+        TextRequest,
+        DataOut,
+        LogoutRequest,
+        SnackRequest,
+        NopIn,
+        ScsiResponse,
+        TaskMgmtResponse,
+        LoginResponse,
+        TextResponse,
+        DataIn,
+        LogoutResponse,
+        R2T,
+        AsyncMessage,
+        Reject,
+    )
+}
+
+# PDUs whose data segment must be empty (RFC 7143 §11: "DataSegmentLength ... MUST be 0").
+_NO_DATA = frozenset(
+    {
+        Opcode.TASK_MGMT_REQUEST,
+        Opcode.LOGOUT_REQUEST,
+        Opcode.SNACK_REQUEST,
+        Opcode.TASK_MGMT_RESPONSE,
+        Opcode.LOGOUT_RESPONSE,
+        Opcode.R2T,
+    }
+)
+
+
+def decode(
+    bhs: bytes | bytearray | memoryview,
+    ahs: bytes = b"",
+    data: bytes | bytearray | memoryview = b"",
+) -> Pdu:
+    """Decode one PDU whose digests (if any) were already checked and stripped.
+
+    ``data`` is the data segment without padding.  Raises :class:`PduError`.
+    """
+    header = bytes(bhs[:BHS_LEN])
+    if len(header) != BHS_LEN:
+        raise PduError("truncated BHS", RejectReason.PROTOCOL_ERROR, header, fatal=True)
+    b0, b1, b2, b3, w1, b8, *words = _BHS.unpack(header)
+    op = b0 & 0x3F
+    cls = PDU_CLASSES.get(op)
+    if cls is None:
+        raise PduError(f"unknown opcode 0x{op:02x}", RejectReason.COMMAND_NOT_SUPPORTED, header)
+    _check_lengths(header, op, w1, ahs, data)
+    immediate = bool(b0 & 0x40)
+    if immediate and op not in IMMEDIATE_ALLOWED:
+        raise PduError(f"{cls.__name__} marked immediate", RejectReason.PROTOCOL_ERROR, header)
+    pdu = cls._from(b1, b2, b3, b8, tuple(words))
+    pdu.immediate = immediate
+    pdu.ahs = bytes(ahs)
+    pdu.data = data
+    if isinstance(pdu, ScsiCommand):
+        pdu.cdb = ScsiCommand.decode_cdb(header, pdu.ahs)
+    elif ahs:
+        parse_ahs(pdu.ahs, header)
+    return pdu
+
+
+def _check_lengths(
+    header: bytes, op: int, w1: int, ahs: bytes, data: bytes | bytearray | memoryview
+) -> None:
+    if (w1 >> 24) * 4 != len(ahs):
+        raise PduError("AHS length mismatch", RejectReason.PROTOCOL_ERROR, header, fatal=True)
+    if (w1 & 0xFFFFFF) != len(data):
+        raise PduError("data length mismatch", RejectReason.PROTOCOL_ERROR, header, fatal=True)
+    if data and op in _NO_DATA:
+        name = Opcode(op).name
+        raise PduError(f"{name} with a data segment", RejectReason.PROTOCOL_ERROR, header)
+
+
+Buffer = bytes | bytearray | memoryview
+
+
+def encode(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) -> list[Buffer]:
+    """Wire bytes of ``pdu`` as a list of buffers (header, data, padding+digest).
+
+    The data segment is passed through uncopied (a memoryview stays a view).
+    """
+    header = pdu.encode_header()
+    if header_digest:
+        header += digest(header)
+    parts: list[Buffer] = [header]
+    data = pdu.data
+    if data:
+        parts.append(data)
+        tail = pad_bytes(len(data))
+        if data_digest:
+            tail += digest(data, tail)
+        parts.append(tail)
+    return parts
+
+
+def encode_bytes(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) -> bytes:
+    return b"".join(encode(pdu, header_digest=header_digest, data_digest=data_digest))
+
+
+@dataclass(slots=True)
+class Framer:
+    """Splits a byte stream into PDUs, checking digests (sans-IO).
+
+    Feed bytes with :meth:`feed`; :meth:`next` returns the next whole PDU as
+    (bhs, ahs, data) or None.  A bad header digest is fatal (framing cannot be
+    trusted); a bad data digest raises a non-fatal PduError with reason
+    DATA_DIGEST_ERROR after the PDU was consumed.
+    """
+
+    header_digest: bool = False
+    data_digest: bool = False
+    max_data: int = MAX_DATA_SEGMENT
+    buf: bytearray = field(default_factory=bytearray)
+
+    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
+        self.buf += chunk
+
+    def next(self) -> tuple[bytes, bytes, bytes] | None:
+        buf = self.buf
+        if len(buf) < BHS_LEN:
+            return None
+        ahs_len, data_len = frame_lengths(buf)
+        hd = DIGEST_LEN if self.header_digest else 0
+        dd = DIGEST_LEN if (self.data_digest and data_len) else 0
+        total = BHS_LEN + ahs_len + hd + padded(data_len) + dd
+        if data_len > self.max_data:
+            raise PduError(
+                f"data segment of {data_len} bytes exceeds {self.max_data}",
+                RejectReason.PROTOCOL_ERROR,
+                bytes(buf[:BHS_LEN]),
+                fatal=True,
+            )
+        if len(buf) < total:
+            return None
+        frame = bytes(buf[:total])
+        del buf[:total]
+        return _split_frame(frame, ahs_len, data_len, hd, dd)
+
+
+def _split_frame(
+    frame: bytes, ahs_len: int, data_len: int, hd: int, dd: int
+) -> tuple[bytes, bytes, bytes]:
+    head_end = BHS_LEN + ahs_len
+    bhs = frame[:BHS_LEN]
+    if hd and frame[head_end : head_end + hd] != digest(frame[:head_end]):
+        raise PduError("header digest error", RejectReason.PROTOCOL_ERROR, bhs, fatal=True)
+    data_start = head_end + hd
+    data_end = data_start + padded(data_len)
+    data = frame[data_start : data_start + data_len]
+    if dd and frame[data_end : data_end + dd] != digest(frame[data_start:data_end]):
+        raise PduError("data digest error", RejectReason.DATA_DIGEST_ERROR, bhs)
+    return bhs, frame[BHS_LEN:head_end], data

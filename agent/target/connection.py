@@ -1,0 +1,213 @@
+"""One iSCSI connection on the target: framing, login phase, full feature phase.
+
+The connection is an asyncio Protocol.  Bytes go through a sans-IO
+:class:`~reservoir.agent.iscsi.pdu.Framer`; whole PDUs are handled by the
+login glue (:mod:`.login_phase`) until the login completes, then by the
+full feature handlers below.  Protocol errors are answered on the wire
+(Reject, login status) and logged; only a lost framing closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.negotiation import ConnectionParams, SessionParams
+from reservoir.agent.target import full_feature
+from reservoir.agent.target.login_phase import LoginPhase
+
+if TYPE_CHECKING:
+    from reservoir.agent.target.server import Portal, TargetServer
+    from reservoir.agent.target.session import Session
+    from reservoir.agent.target.tasks import ScsiTask
+
+log = logging.getLogger("reservoir.target")
+
+LOGIN_MAX_DATA = 8192  # RFC 7143 §6.1: text during login is limited to 8192 bytes a PDU
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: TargetServer, portal: Portal) -> None:
+        self.server = server
+        self.portal = portal
+        self.transport: asyncio.Transport | None = None
+        self.framer = P.Framer(max_data=LOGIN_MAX_DATA)
+        self.peer = "?"
+        self.local: tuple[str, int] = (portal.host, portal.port)
+        self.cid = 0
+        self.statsn = 0
+        self.session: Session | None = None
+        self.conn_params: ConnectionParams | None = None
+        self.login: LoginPhase | None = LoginPhase(self)
+        self.tasks: dict[int, ScsiTask] = {}
+        self._ttt = itertools.count(1)
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._nop_timer: asyncio.TimerHandle | None = None
+        self._nop_outstanding: int | None = None
+        self.last_rx = 0.0
+        self.closed = False
+
+    # ------------------------------------------------------------ asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if sock:
+            self.local = (sock[0], sock[1])
+        self.server.connections.add(self)
+        log.debug("connection from %s on %s", self.peer, self.portal.label)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_rx = asyncio.get_running_loop().time()
+        self.framer.feed(data)
+        while not self.closed:
+            try:
+                frame = self.framer.next()
+                if frame is None:
+                    return
+                self._handle(P.decode(*frame))
+            except P.PduError as exc:
+                self._protocol_error(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._cancel_nop()
+        self.server.connections.discard(self)
+        for task in list(self.tasks.values()):
+            task.abort()
+        self.tasks.clear()
+        if self.session is not None:
+            self.server.connection_gone(self)
+        log.debug("connection %s closed (%s)", self.peer, exc or "normally")
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+
+    # ------------------------------------------------------------ dispatch
+
+    def _handle(self, pdu: P.Pdu) -> None:
+        if self.login is not None:
+            self.login.handle(pdu)
+        else:
+            full_feature.handle(self, pdu)
+
+    def _protocol_error(self, exc: P.PduError) -> None:
+        log.warning("%s: %s", self.peer, exc)
+        if self.login is not None:
+            self.close(f"bad PDU during login: {exc}")
+            return
+        self.send_reject(exc.reason, exc.header)
+        if exc.fatal:
+            self.close(f"protocol error: {exc}")
+
+    def deliver(self, pdu: P.Pdu) -> None:
+        """Called by the session in CmdSN order."""
+        full_feature.deliver(self, pdu)
+
+    def login_complete(self, session: Session, params: ConnectionParams) -> None:
+        self.login = None
+        self.session = session
+        self.conn_params = params
+        self.framer.header_digest = params.header_digest
+        self.framer.data_digest = params.data_digest
+        self.framer.max_data = params.max_recv_data_segment_length_target
+        self._arm_nop()
+
+    # ------------------------------------------------------------ sending
+
+    @property
+    def session_params(self) -> SessionParams:
+        assert self.session is not None
+        return self.session.params
+
+    def send(self, pdu: P.Pdu, *, status: bool = True) -> None:
+        """Send a PDU; ``status`` PDUs take (and advance) the connection's StatSN."""
+        if self.closed or self.transport is None:
+            return
+        if isinstance(pdu, P._TargetPdu):
+            self._stamp(pdu, status)
+        params = self.conn_params
+        hd = params.header_digest if params else False
+        dd = params.data_digest if params else False
+        self.transport.writelines(P.encode(pdu, header_digest=hd, data_digest=dd))
+
+    def _stamp(self, pdu: P._TargetPdu, status: bool) -> None:
+        pdu.statsn = self.statsn
+        if status:
+            self.statsn = (self.statsn + 1) & 0xFFFFFFFF
+        if self.session is not None:
+            pdu.expcmdsn = self.session.exp_cmdsn
+            pdu.maxcmdsn = self.session.max_cmdsn
+
+    def send_reject(self, reason: int, header: bytes, datasn: int = 0) -> None:
+        self.send(P.Reject(reason=reason, data=header[: P.BHS_LEN], datasn=datasn))
+
+    def send_r2t(self, task: ScsiTask, ttt: int, r2tsn: int, offset: int, length: int) -> None:
+        r2t = P.R2T(lun=task.cmd.lun, itt=task.itt, ttt=ttt, r2tsn=r2tsn)
+        r2t.offset, r2t.length = offset, length
+        self.send(r2t, status=False)
+
+    def new_ttt(self) -> int:
+        ttt = next(self._ttt) & 0xFFFFFFFF
+        if ttt == P.RESERVED_TAG:
+            self._ttt = itertools.count(1)
+            ttt = next(self._ttt)
+        return ttt
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        log.info("closing connection %s: %s", self.peer, reason)
+        self.closed = True
+        self._cancel_nop()
+        if self.transport is not None:
+            self.transport.close()
+
+    # ------------------------------------------------------------ NOP-In pings
+    # The target pings an idle initiator with NOP-In (TTT set, RFC 7143
+    # §11.19); a connection silent for a whole interval after a ping is dead.
+
+    def _arm_nop(self, delay: float | None = None) -> None:
+        interval = self.server.nop_interval
+        if interval > 0 and not self.closed:
+            loop = asyncio.get_running_loop()
+            self._nop_timer = loop.call_later(delay or interval, self._nop_tick)
+
+    def _cancel_nop(self) -> None:
+        if self._nop_timer is not None:
+            self._nop_timer.cancel()
+            self._nop_timer = None
+
+    def _nop_tick(self) -> None:
+        now = asyncio.get_running_loop().time()
+        idle = now - self.last_rx
+        interval = self.server.nop_interval
+        if self._nop_outstanding is not None and idle >= interval:
+            self.close(f"no answer to NOP-In ping for {idle:.1f} s")
+            return
+        if idle < interval:
+            self._arm_nop(interval - idle)
+            return
+        ttt = self.new_ttt()
+        self._nop_outstanding = ttt
+        self.send(P.NopIn(ttt=ttt, itt=P.RESERVED_TAG), status=False)
+        self._arm_nop()
+
+    def nop_answered(self, ttt: int) -> bool:
+        if ttt != self._nop_outstanding:
+            return False
+        self._nop_outstanding = None
+        return True

@@ -1,0 +1,253 @@
+"""Full feature phase on the target: what each PDU from the initiator does.
+
+:func:`handle` sees every PDU as it arrives (validation, Data-Out, NOP-Out
+answers to our pings, queuing through the session's CmdSN window);
+:func:`deliver` runs commands in CmdSN order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from reservoir.agent import scsi
+from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.target import discovery, tmf
+from reservoir.agent.target.tasks import DataOutError, ScsiTask
+
+if TYPE_CHECKING:
+    from reservoir.agent.target.connection import Connection
+    from reservoir.agent.target.session import Session
+
+log = logging.getLogger("reservoir.target")
+
+_DISCOVERY_OPCODES = frozenset({P.Opcode.TEXT_REQUEST, P.Opcode.LOGOUT_REQUEST, P.Opcode.NOP_OUT})
+
+
+def handle(conn: Connection, pdu: P.Pdu) -> None:
+    session = conn.session
+    assert session is not None
+    if session.is_discovery and pdu.OPCODE not in _DISCOVERY_OPCODES:
+        _reject(conn, pdu, P.RejectReason.PROTOCOL_ERROR, "not allowed in a discovery session")
+        return
+    if isinstance(pdu, P.ScsiCommand):
+        _accept_command(conn, session, pdu)
+    elif isinstance(pdu, P.DataOut):
+        _data_out(conn, pdu)
+    elif isinstance(pdu, P.NopOut):
+        _nop_out(conn, session, pdu)
+    elif isinstance(pdu, P.TaskMgmtRequest | P.TextRequest | P.LogoutRequest):
+        session.admit(conn, pdu, pdu.cmdsn)
+    elif isinstance(pdu, P.SnackRequest):
+        _reject(conn, pdu, P.RejectReason.SNACK_REJECT, "SNACK at ErrorRecoveryLevel 0")
+    else:
+        _reject(conn, pdu, P.RejectReason.PROTOCOL_ERROR, f"{type(pdu).__name__} unexpected")
+
+
+def deliver(conn: Connection, pdu: P.Pdu) -> None:
+    session = conn.session
+    if session is None or conn.closed:
+        return
+    if isinstance(pdu, P.ScsiCommand):
+        _start_command(conn, pdu)
+    elif isinstance(pdu, P.NopOut):
+        conn.send(P.NopIn(itt=pdu.itt, lun=pdu.lun, data=pdu.data))
+    elif isinstance(pdu, P.TaskMgmtRequest):
+        tmf.handle(conn, session, pdu)
+    elif isinstance(pdu, P.TextRequest):
+        discovery.handle_text(conn, session, pdu)
+    elif isinstance(pdu, P.LogoutRequest):
+        _logout(conn, session, pdu)
+
+
+def _reject(conn: Connection, pdu: P.Pdu, reason: int, why: str) -> None:
+    log.warning("%s: rejected %s (ITT %#x): %s", conn.peer, type(pdu).__name__, pdu.itt, why)
+    conn.send_reject(reason, pdu.encode_header())
+
+
+# ---------------------------------------------------------------- SCSI commands
+
+
+def _command_error(conn: Connection, cmd: P.ScsiCommand) -> str | None:
+    """Why a SCSI Command PDU is not acceptable, or None."""
+    params = conn.session_params
+    data_len = len(cmd.data)
+    if data_len and not cmd.write:
+        return "immediate data without the W bit"
+    if data_len and not params.immediate_data:
+        return "immediate data while ImmediateData=No"
+    if data_len > params.first_burst_length or data_len > cmd.expected_length:
+        return f"{data_len} bytes of immediate data exceed FirstBurstLength/EDTL"
+    if not cmd.final and (params.initial_r2t or not cmd.write):
+        return "F=0 (unsolicited Data-Out follows) while InitialR2T=Yes or not a write"
+    if cmd.itt == P.RESERVED_TAG:
+        return "reserved ITT 0xffffffff"
+    return None
+
+
+def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> None:
+    why = _command_error(conn, cmd)
+    if why is not None:
+        _reject(conn, cmd, P.RejectReason.PROTOCOL_ERROR, why)
+        return
+    if cmd.itt in session.tasks:
+        _reject(conn, cmd, P.RejectReason.TASK_IN_PROGRESS, "ITT already in use")
+        return
+    task = ScsiTask(conn, cmd, scsi.LunTable.decode_lun(cmd.lun))
+    if cmd.write:
+        unsolicited_end = len(cmd.data)
+        if not cmd.final:
+            unsolicited_end = min(conn.session_params.first_burst_length, cmd.expected_length)
+        task.take_immediate(unsolicited_end)
+    session.tasks[cmd.itt] = task
+    conn.tasks[cmd.itt] = task
+    session.admit(conn, cmd, cmd.cmdsn)
+
+
+def _start_command(conn: Connection, cmd: P.ScsiCommand) -> None:
+    task = conn.tasks.get(cmd.itt)
+    if task is None or task.aborted:
+        return
+    task.runner = asyncio.get_running_loop().create_task(_run(conn, task))
+
+
+async def _run(conn: Connection, task: ScsiTask) -> None:
+    session = conn.session
+    assert session is not None and session.luns is not None and session.nexus is not None
+    try:
+        if task.expected_out:
+            await task.receive_data()
+        command = scsi.ScsiCommand(
+            cdb=task.cmd.cdb,
+            nexus=session.nexus,
+            data_out=memoryview(task.buffer),
+            expected_in=task.cmd.expected_length if task.cmd.read else 0,
+            task_attr=task.cmd.attr,
+        )
+        result = await session.luns.execute(task.lun, command)
+        if not task.aborted:
+            await _send_result(conn, task, result)
+    except asyncio.CancelledError:
+        log.info("%s: task ITT %#x aborted", conn.peer, task.itt)
+    finally:
+        _forget(conn, session, task)
+
+
+def _forget(conn: Connection, session: Session, task: ScsiTask) -> None:
+    if session.tasks.get(task.itt) is task:
+        del session.tasks[task.itt]
+    if conn.tasks.get(task.itt) is task:
+        del conn.tasks[task.itt]
+
+
+def _data_out(conn: Connection, pdu: P.DataOut) -> None:
+    task = conn.tasks.get(pdu.itt)
+    if task is None:
+        _reject(conn, pdu, P.RejectReason.INVALID_PDU_FIELD, "Data-Out for an unknown task")
+        return
+    try:
+        task.on_data_out(pdu)
+    except DataOutError as exc:
+        _reject(conn, pdu, P.RejectReason.PROTOCOL_ERROR, str(exc))
+        task.abort()
+        if conn.session is not None:
+            _forget(conn, conn.session, task)
+
+
+async def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
+    cmd = task.cmd
+    wanted = len(result.data_in)
+    expected = cmd.expected_length if cmd.read else 0
+    sent = min(wanted, expected)
+    collapse = result.status == 0 and not result.sense
+    if sent:
+        await _send_data_in(conn, task, memoryview(result.data_in)[:sent], collapse, wanted)
+        if collapse:
+            return
+    response = P.ScsiResponse(itt=cmd.itt, status=result.status, expdatasn=_datasn_count(conn, sent))
+    _set_residual(response, expected, wanted)
+    if result.sense:
+        response.data = len(result.sense).to_bytes(2, "big") + result.sense
+    conn.send(response)
+
+
+def _datasn_count(conn: Connection, sent: int) -> int:
+    if not sent:
+        return 0
+    mrdsl = conn.conn_params.max_recv_data_segment_length_initiator if conn.conn_params else 8192
+    burst = conn.session_params.max_burst_length
+    pdus = 0
+    for start in range(0, sent, burst):
+        pdus += -(-min(burst, sent - start) // mrdsl)
+    return pdus
+
+
+def _set_residual(pdu: P.ScsiResponse | P.DataIn, expected: int, wanted: int) -> None:
+    if wanted < expected:
+        pdu.underflow, pdu.residual = True, expected - wanted
+    elif wanted > expected:
+        pdu.overflow, pdu.residual = True, wanted - expected
+
+
+async def _send_data_in(
+    conn: Connection, task: ScsiTask, data: memoryview, collapse: bool, wanted: int
+) -> None:
+    """Data-In PDUs of at most MaxRecvDataSegmentLength, F=1 at the end of each
+    MaxBurstLength sequence; the last one carries the status when ``collapse``."""
+    assert conn.conn_params is not None
+    mrdsl = conn.conn_params.max_recv_data_segment_length_initiator
+    burst = conn.session_params.max_burst_length
+    datasn = 0
+    total = len(data)
+    for start in range(0, total, burst):
+        end = min(start + burst, total)
+        for off in range(start, end, mrdsl):
+            last = min(off + mrdsl, end)
+            pdu = P.DataIn(itt=task.itt, lun=task.cmd.lun, datasn=datasn, offset=off)
+            pdu.data = data[off:last]
+            pdu.final = last == end
+            if collapse and last == total:
+                pdu.has_status = True
+                _set_residual(pdu, task.cmd.expected_length, wanted)
+            conn.send(pdu, status=pdu.has_status)
+            datasn += 1
+        await conn.drain()
+
+
+# ---------------------------------------------------------------- NOP, logout
+
+
+def _nop_out(conn: Connection, session: Session, pdu: P.NopOut) -> None:
+    if pdu.itt != P.RESERVED_TAG:
+        session.admit(conn, pdu, pdu.cmdsn)
+    elif pdu.ttt != P.RESERVED_TAG and not conn.nop_answered(pdu.ttt):
+        log.debug("%s: NOP-Out answers unknown ping %#x", conn.peer, pdu.ttt)
+
+
+def _logout(conn: Connection, session: Session, pdu: P.LogoutRequest) -> None:
+    response = P.LogoutResponse(itt=pdu.itt)
+    response.time2wait = session.params.default_time2wait
+    response.time2retain = session.params.default_time2retain
+    reason = pdu.reason
+    log.info("%s: logout (reason %d) of session %#x", conn.peer, reason, session.tsih)
+    if reason == P.LogoutReason.CLOSE_SESSION:
+        conn.send(response)
+        conn.server.end_session(session, "logout")
+    elif reason == P.LogoutReason.CLOSE_CONNECTION:
+        _logout_connection(conn, session, pdu.cid, response)
+    else:
+        response.response = P.LogoutResponseCode.RECOVERY_NOT_SUPPORTED
+        conn.send(response)
+
+
+def _logout_connection(
+    conn: Connection, session: Session, cid: int, response: P.LogoutResponse
+) -> None:
+    other = session.connections.get(cid)
+    if other is None:
+        response.response = P.LogoutResponseCode.CID_NOT_FOUND
+        conn.send(response)
+        return
+    conn.send(response)
+    other.close("logout")

@@ -1,0 +1,244 @@
+"""The builtin iSCSI target: portals, targets with their LUNs, sessions.
+
+One portal group (tag 1) holds every portal, so an initiator may open
+connections of one session on any of them (MC/S over several links).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass
+
+from reservoir.agent import scsi, storage
+from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolicy
+from reservoir.agent.iscsi.negotiation import TargetLimits
+from reservoir.agent.target.config import Target, TargetConfig, format_portal
+from reservoir.agent.target.connection import Connection
+from reservoir.agent.target.session import Session
+
+log = logging.getLogger("reservoir.target")
+
+TPGT = 1
+
+
+@dataclass(frozen=True)
+class Portal:
+    host: str
+    port: int
+
+    @property
+    def label(self) -> str:
+        return format_portal(self.host, self.port)
+
+    @property
+    def wildcard(self) -> bool:
+        return self.host in ("0.0.0.0", "::", "")
+
+
+def _chap(c: object) -> ChapSecret | None:
+    from reservoir.agent.target.config import Chap
+
+    return ChapSecret(c.user, c.secret) if isinstance(c, Chap) else None
+
+
+class Directory:
+    """The login negotiator's view of the configured targets."""
+
+    def __init__(self, server: TargetServer) -> None:
+        self.server = server
+
+    def target(self, name: str) -> TargetPolicy | None:
+        target = self.server.config.target(name)
+        return None if target is None else self.server.policy(target)
+
+    def discovery_auth(self) -> tuple[ChapSecret | None, ChapSecret | None]:
+        return None, None
+
+
+class TargetServer:
+    def __init__(
+        self,
+        config: TargetConfig,
+        *,
+        limits: TargetLimits | None = None,
+        nop_interval: float = 30.0,
+        queue_depth: int = 128,
+        engine: storage.Engine | None = None,
+    ) -> None:
+        self.config = config
+        self.limits = limits or TargetLimits()
+        self.nop_interval = nop_interval
+        self.queue_depth = queue_depth
+        self.tpgt = TPGT
+        self.engine = engine
+        self.directory = Directory(self)
+        self.portals = [Portal(h, p) for h, p in config.portals]
+        self.sessions: dict[int, Session] = {}
+        self.connections: set[Connection] = set()
+        self.luns: dict[str, scsi.LunTable] = {}
+        self._volumes: list[storage.Volume] = []
+        self._servers: list[asyncio.Server] = []
+        self._tsih = itertools.count(1)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        for target in self.config.targets:
+            self.luns[target.iqn] = await self._open_luns(target)
+        loop = asyncio.get_running_loop()
+        for portal in self.portals:
+            server = await loop.create_server(
+                lambda portal=portal: Connection(self, portal),  # type: ignore[misc]
+                portal.host,
+                portal.port,
+                reuse_address=True,
+            )
+            self._servers.append(server)
+            log.info("listening on %s", portal.label)
+
+    async def _open_luns(self, target: Target) -> scsi.LunTable:
+        units: dict[int, scsi.LogicalUnit] = {}
+        for lun in target.luns:
+            volume = await storage.open_volume(lun.path, read_only=lun.read_only, engine=self.engine)
+            self._volumes.append(volume)
+            units[lun.id] = scsi.LogicalUnit(
+                volume,
+                lun=lun.id,
+                serial=_serial(target.iqn, lun.id),
+                target_name=target.iqn,
+                target_port_id=self.tpgt,
+                read_only=lun.read_only,
+            )
+            log.info(
+                "%s LUN %d: %s (%d bytes, %s, %s)",
+                target.iqn, lun.id, lun.path, volume.size, volume.kind,
+                "read-only" if lun.read_only else "read-write",
+            )  # fmt: skip
+        return scsi.LunTable(units)
+
+    def bound_ports(self) -> list[int]:
+        """The TCP ports actually bound (useful when a portal asked for port 0)."""
+        ports: list[int] = []
+        for server in self._servers:
+            ports += [sock.getsockname()[1] for sock in server.sockets]
+        return ports
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Ask every initiator to log out (async message), then close everything."""
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            if conn.session is not None and not conn.session.is_discovery:
+                conn.send(_logout_request(grace))
+        if self.connections and grace > 0:
+            await asyncio.sleep(min(grace, 0.5))
+        for conn in list(self.connections):
+            conn.close("target stopping")
+        for server in self._servers:
+            await server.wait_closed()
+        for volume in self._volumes:
+            volume.close()
+
+    # ------------------------------------------------------------ targets
+
+    def policy(self, target: Target) -> TargetPolicy:
+        return TargetPolicy(
+            name=target.iqn,
+            alias=target.alias,
+            chap=_chap(target.chap),
+            mutual_chap=_chap(target.mutual_chap),
+            allowed_initiators=frozenset(target.allow),
+            portals=tuple((p.host, p.port, self.tpgt) for p in self.portals),
+        )
+
+    def visible_targets(self, initiator: str) -> list[str]:
+        return [t.iqn for t in self.config.targets if not t.allow or initiator in t.allow]
+
+    def target_addresses(self, conn: Connection) -> list[str]:
+        """TargetAddress values: every portal; a wildcard one as the address reached."""
+        out = []
+        for portal in self.portals:
+            host = conn.local[0] if portal.wildcard else portal.host
+            out.append(f"{format_portal(host, portal.port)},{self.tpgt}")
+        return out
+
+    # ------------------------------------------------------------ sessions
+
+    def create_session(self, neg: LoginNegotiator, isid: bytes, cmdsn: int) -> Session:
+        target_name = neg.target.name if neg.target is not None else None
+        self._reinstate(neg.initiator_name or "", isid, target_name)
+        tsih = self._new_tsih()
+        nexus = luns = None
+        if target_name is not None:
+            initiator = neg.initiator_name or ""
+            nexus = scsi.Nexus(
+                initiator_port=f"{initiator},i,0x{isid.hex()}",
+                target_port=f"{target_name},t,0x{self.tpgt:04x}",
+                initiator_name=initiator,
+            )
+            luns = self.luns[target_name]
+        session = Session(
+            tsih=tsih,
+            isid=isid,
+            initiator_name=neg.initiator_name or "",
+            target_name=target_name,
+            params=neg.session_params,
+            nexus=nexus,
+            luns=luns,
+            exp_cmdsn=cmdsn,
+            queue_depth=self.queue_depth,
+        )
+        self.sessions[tsih] = session
+        return session
+
+    def _new_tsih(self) -> int:
+        while True:
+            tsih = next(self._tsih) & 0xFFFF
+            if tsih and tsih not in self.sessions:
+                return tsih
+
+    def _reinstate(self, initiator: str, isid: bytes, target_name: str | None) -> None:
+        """A new leading login with the ISID of a live session replaces it (RFC 7143 §6.3.5)."""
+        for session in list(self.sessions.values()):
+            same = (session.initiator_name, session.isid, session.target_name)
+            if same == (initiator, isid, target_name):
+                self.end_session(session, "session reinstatement")
+
+    def sessions_of(self, target_name: str | None) -> list[Session]:
+        return [s for s in self.sessions.values() if s.target_name == target_name]
+
+    def end_session(self, session: Session, reason: str) -> None:
+        if session.closed:
+            return
+        session.closed = True
+        self.sessions.pop(session.tsih, None)
+        if session.luns is not None and session.nexus is not None:
+            session.luns.nexus_lost(session.nexus)
+        for conn in list(session.connections.values()):
+            conn.close(reason)
+        for task in list(session.tasks.values()):
+            task.abort()
+        log.info("session %#x of %s ended: %s", session.tsih, session.initiator_name, reason)
+
+    def connection_gone(self, conn: Connection) -> None:
+        session = conn.session
+        if session is None:
+            return
+        session.remove_connection(conn)
+        if not session.connections:
+            self.end_session(session, "last connection closed")
+
+
+def _logout_request(grace: float) -> P.AsyncMessage:
+    msg = P.AsyncMessage(event=P.AsyncEvent.LOGOUT_REQUEST, lun=bytes(8))
+    msg.parameter3 = max(1, int(grace))  # Time2Wait-like: seconds to log out in
+    return msg
+
+
+def _serial(iqn: str, lun: int) -> str:
+    import hashlib
+
+    return hashlib.sha1(f"{iqn}/{lun}".encode()).hexdigest()[:16]

@@ -1,0 +1,109 @@
+"""An iSCSI session on the target side: its connections, the CmdSN window
+and the ordered delivery of commands across connections (RFC 7143 §3.2.2).
+
+Non-immediate commands are delivered in CmdSN order whatever connection
+they came on (MC/S); commands ahead of ExpCmdSN wait in ``_held``; commands
+outside the window are dropped as the RFC says.  Immediate commands are
+delivered at once and do not advance ExpCmdSN.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from reservoir.agent.iscsi.pdu import Pdu
+
+if TYPE_CHECKING:
+    from reservoir.agent.iscsi.negotiation import SessionParams
+    from reservoir.agent.scsi import LunTable, Nexus
+    from reservoir.agent.target.tasks import ScsiTask
+
+log = logging.getLogger("reservoir.target")
+
+SERIAL_HALF = 1 << 31
+
+
+def sn_lt(a: int, b: int) -> bool:
+    """Serial number arithmetic (RFC 1982, 32 bits): a < b."""
+    return a != b and ((a < b and b - a < SERIAL_HALF) or (a > b and a - b > SERIAL_HALF))
+
+
+def sn_add(a: int, n: int) -> int:
+    return (a + n) & 0xFFFFFFFF
+
+
+class Deliverable(Protocol):
+    """What a session hands ordered commands to: the connection they came on."""
+
+    cid: int
+
+    def deliver(self, pdu: Pdu) -> None: ...
+
+    def close(self, reason: str) -> None: ...
+
+
+@dataclass(eq=False)
+class Session:
+    tsih: int
+    isid: bytes
+    initiator_name: str
+    target_name: str | None  # None for a discovery session
+    params: SessionParams
+    nexus: Nexus | None
+    luns: LunTable | None
+    exp_cmdsn: int
+    queue_depth: int = 128
+    connections: dict[int, Deliverable] = field(default_factory=dict)
+    tasks: dict[int, ScsiTask] = field(default_factory=dict)
+    _held: dict[int, tuple[Deliverable, Pdu]] = field(default_factory=dict)
+    closed: bool = False
+
+    @property
+    def is_discovery(self) -> bool:
+        return self.target_name is None
+
+    @property
+    def max_cmdsn(self) -> int:
+        return sn_add(self.exp_cmdsn, self.queue_depth - 1)
+
+    def in_window(self, cmdsn: int) -> bool:
+        return not sn_lt(cmdsn, self.exp_cmdsn) and not sn_lt(self.max_cmdsn, cmdsn)
+
+    def admit(self, conn: Deliverable, pdu: Pdu, cmdsn: int) -> None:
+        """Deliver ``pdu`` now, later (held for order) or never (outside the window)."""
+        if pdu.immediate:
+            conn.deliver(pdu)
+            return
+        if not self.in_window(cmdsn):
+            log.warning(
+                "session %#x: CmdSN %d outside window [%d, %d], dropped",
+                self.tsih, cmdsn, self.exp_cmdsn, self.max_cmdsn,
+            )  # fmt: skip
+            return
+        if cmdsn != self.exp_cmdsn:
+            self._held[cmdsn] = (conn, pdu)
+            return
+        self._advance(conn, pdu)
+        while (held := self._held.pop(self.exp_cmdsn, None)) is not None:
+            self._advance(*held)
+
+    def _advance(self, conn: Deliverable, pdu: Pdu) -> None:
+        self.exp_cmdsn = sn_add(self.exp_cmdsn, 1)
+        conn.deliver(pdu)
+
+    def drop_held_from(self, conn: Deliverable) -> None:
+        """A connection went away: forget what it sent that is still held."""
+        for sn in [sn for sn, (c, _) in self._held.items() if c is conn]:
+            del self._held[sn]
+
+    def add_connection(self, conn: Deliverable) -> None:
+        self.connections[conn.cid] = conn
+
+    def remove_connection(self, conn: Deliverable) -> None:
+        if self.connections.get(conn.cid) is conn:
+            del self.connections[conn.cid]
+        self.drop_held_from(conn)
+        for task in [t for t in self.tasks.values() if t.conn is conn]:
+            task.abort()

@@ -1,0 +1,136 @@
+"""A SCSI task on the target: gathering its Data-Out, executing it, answering.
+
+Write data arrives as immediate data in the command PDU, as unsolicited
+Data-Out (when InitialR2T=No, up to FirstBurstLength), and as Data-Out
+solicited by R2Ts of at most MaxBurstLength, with at most MaxOutstandingR2T
+outstanding (RFC 7143 §3.2.4.2, §11.7, §11.8).  The session negotiates
+DataPDUInOrder=Yes and DataSequenceInOrder=Yes, so each sequence is
+checked to arrive in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from reservoir.agent.iscsi import pdu as P
+
+if TYPE_CHECKING:
+    from reservoir.agent.target.connection import Connection
+
+log = logging.getLogger("reservoir.target")
+
+
+class DataOutError(Exception):
+    """A Data-Out PDU that does not fit the task; the reason for the Reject."""
+
+
+@dataclass(eq=False)
+class _Sequence:
+    """One burst of Data-Out: unsolicited (ttt=RESERVED) or answering an R2T."""
+
+    ttt: int
+    next: int
+    end: int
+    datasn: int = 0
+
+
+@dataclass(eq=False)
+class ScsiTask:
+    conn: Connection
+    cmd: P.ScsiCommand
+    lun: int
+    buffer: bytearray = field(default_factory=bytearray)
+    received: int = 0
+    r2tsn: int = 0
+    runner: asyncio.Task[None] | None = None
+    aborted: bool = False
+    _sequences: dict[int, _Sequence] = field(default_factory=dict)
+    _bursts: list[tuple[int, int]] = field(default_factory=list)
+    _all_data: asyncio.Future[None] | None = None
+
+    @property
+    def itt(self) -> int:
+        return self.cmd.itt
+
+    @property
+    def expected_out(self) -> int:
+        return self.cmd.expected_length if self.cmd.write else 0
+
+    # ------------------------------------------------------------ data-out
+
+    def take_immediate(self, unsolicited_end: int) -> None:
+        """Place the command's immediate data and open the unsolicited burst."""
+        data = self.cmd.data
+        self.buffer = bytearray(self.expected_out)
+        self.buffer[: len(data)] = data
+        self.received = len(data)
+        if unsolicited_end > len(data):
+            self._sequences[P.RESERVED_TAG] = _Sequence(P.RESERVED_TAG, len(data), unsolicited_end)
+        self._plan_bursts(max(unsolicited_end, len(data)))
+
+    def _plan_bursts(self, start: int) -> None:
+        burst = self.conn.session_params.max_burst_length
+        self._bursts = [
+            (off, min(burst, self.expected_out - off))
+            for off in range(start, self.expected_out, burst)
+        ]
+
+    def on_data_out(self, pdu: P.DataOut) -> None:
+        seq = self._sequences.get(pdu.ttt)
+        if seq is None:
+            raise DataOutError(f"Data-Out with unknown TTT {pdu.ttt:#x} for ITT {self.itt:#x}")
+        length = len(pdu.data)
+        if pdu.offset != seq.next or pdu.offset + length > seq.end:
+            raise DataOutError(
+                f"Data-Out offset {pdu.offset}+{length} outside expected {seq.next}..{seq.end}"
+            )
+        if pdu.datasn != seq.datasn:
+            raise DataOutError(f"Data-Out DataSN {pdu.datasn}, expected {seq.datasn}")
+        self.buffer[pdu.offset : pdu.offset + length] = pdu.data
+        seq.next += length
+        seq.datasn += 1
+        self.received += length
+        if pdu.final or seq.next == seq.end:
+            self._end_sequence(seq, pdu.final)
+
+    def _end_sequence(self, seq: _Sequence, final: bool) -> None:
+        if seq.next != seq.end or not final:
+            raise DataOutError(f"Data-Out sequence ended at {seq.next}, expected {seq.end}")
+        del self._sequences[seq.ttt]
+        if seq.ttt != P.RESERVED_TAG:
+            self._send_r2ts()
+        self._check_complete()
+
+    def _check_complete(self) -> None:
+        done = self.received >= self.expected_out and not self._sequences
+        if done and self._all_data is not None and not self._all_data.done():
+            self._all_data.set_result(None)
+
+    def _send_r2ts(self) -> None:
+        limit = self.conn.session_params.max_outstanding_r2t
+        solicited = [s for s in self._sequences.values() if s.ttt != P.RESERVED_TAG]
+        for _ in range(limit - len(solicited)):
+            if not self._bursts:
+                return
+            offset, length = self._bursts.pop(0)
+            ttt = self.conn.new_ttt()
+            self._sequences[ttt] = _Sequence(ttt, offset, offset + length)
+            self.conn.send_r2t(self, ttt, self.r2tsn, offset, length)
+            self.r2tsn += 1
+
+    async def receive_data(self) -> None:
+        """Wait until all Data-Out arrived, soliciting it with R2Ts."""
+        self._all_data = asyncio.get_running_loop().create_future()
+        self._send_r2ts()
+        self._check_complete()
+        await self._all_data
+
+    # ------------------------------------------------------------ lifecycle
+
+    def abort(self) -> None:
+        self.aborted = True
+        if self.runner is not None and not self.runner.done():
+            self.runner.cancel()

@@ -1,0 +1,43 @@
+"""The ``reservoir`` command: one sub-command per component."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from reservoir import __version__
+from reservoir.agent.target import cli as target_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reservoir",
+        description="Wide-area block transfer over parallel iSCSI/TCP streams.",
+    )
+    parser.add_argument("--version", action="version", version=f"reservoir {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log detail")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    target_cli.register(sub)
+    return parser
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        rc: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    return rc

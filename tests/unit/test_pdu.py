@@ -1,0 +1,226 @@
+"""The PDU codec: round trips, byte layouts, framing, digests, strict validation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.digest import digest
+
+u32 = st.integers(0, 0xFFFFFFFF)
+u16 = st.integers(0, 0xFFFF)
+lun = st.binary(min_size=8, max_size=8)
+payload = st.binary(max_size=600)
+
+
+_HAS_F_BIT = (P.ScsiCommand, P.TextRequest, P.TextResponse, P.DataOut, P.DataIn)
+
+
+def _strategy_for(cls: type[P.Pdu]) -> st.SearchStrategy[P.Pdu]:
+    """Random instances of a PDU class, each field in its wire range."""
+    ranges: dict[str, st.SearchStrategy[object]] = {
+        "isid": st.binary(min_size=6, max_size=6),
+        "lun": lun,
+        "csg": st.sampled_from([0, 1, 3]),
+        "nsg": st.sampled_from([0, 1, 3]),
+        "attr": st.integers(0, 7),
+        "function": st.integers(1, 127),
+        "reason": st.integers(0, 127),
+        "snack_type": st.integers(0, 15),
+        "version_max": st.integers(0, 255),
+        "version_min": st.integers(0, 255),
+        "version_active": st.integers(0, 255),
+        "response": st.integers(0, 255),
+        "status": st.integers(0, 255),
+        "status_class": st.integers(0, 255),
+        "status_detail": st.integers(0, 255),
+        "event": st.integers(0, 255),
+        "vcode": st.integers(0, 255),
+    }
+    sixteen = {"tsih", "cid", "time2wait", "time2retain", "parameter1", "parameter2", "parameter3"}
+    kwargs: dict[str, st.SearchStrategy[object]] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in ("ahs", "immediate", "cdb"):
+            continue
+        if f.name == "final" and cls not in _HAS_F_BIT:
+            continue
+        if f.name == "data":
+            if cls.OPCODE not in P._NO_DATA:
+                kwargs["data"] = payload
+        elif f.name in ranges:
+            kwargs[f.name] = ranges[f.name]
+        elif f.name in sixteen:
+            kwargs[f.name] = u16
+        elif f.type in ("bool", bool):
+            kwargs[f.name] = st.booleans()
+        else:
+            kwargs[f.name] = u32
+    if cls is P.ScsiCommand:
+        kwargs["cdb"] = st.binary(min_size=16, max_size=16)
+    if cls is P.Reject:
+        kwargs.pop("itt", None)
+    if cls.OPCODE in P.IMMEDIATE_ALLOWED:
+        kwargs["immediate"] = st.booleans()
+    return st.builds(cls, **kwargs)  # type: ignore[arg-type]
+
+
+def _roundtrip(pdu: P.Pdu, hd: bool, dd: bool) -> P.Pdu:
+    framer = P.Framer(header_digest=hd, data_digest=dd)
+    framer.feed(P.encode_bytes(pdu, header_digest=hd, data_digest=dd))
+    frame = framer.next()
+    assert frame is not None
+    assert framer.next() is None and not framer.buf
+    return P.decode(*frame)
+
+
+def _normalize(pdu: P.Pdu) -> P.Pdu:
+    pdu.data = bytes(pdu.data)
+    if isinstance(pdu, P.DataIn) and not pdu.has_status:
+        pdu.statsn = pdu.status = 0
+    return pdu
+
+
+@pytest.mark.parametrize("cls", list(P.PDU_CLASSES.values()), ids=lambda c: c.__name__)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), hd=st.booleans(), dd=st.booleans())
+def test_every_pdu_type_round_trips_with_and_without_digests(
+    cls: type[P.Pdu], data: st.DataObject, hd: bool, dd: bool
+) -> None:
+    pdu = _normalize(data.draw(_strategy_for(cls)))
+    back = _normalize(_roundtrip(pdu, hd, dd))
+    assert back == pdu
+
+
+def test_bhs_is_48_bytes_with_lengths_in_bytes_4_to_7() -> None:
+    pdu = P.ScsiCommand(itt=7, data=b"x" * 5, write=True, expected_length=512)
+    header = pdu.encode_header()
+    assert len(header) == 48
+    assert header[0] == 0x01
+    assert header[4] == 0
+    assert header[5:8] == (5).to_bytes(3, "big")
+    assert header[16:20] == (7).to_bytes(4, "big")
+
+
+def test_login_request_layout_matches_rfc() -> None:
+    pdu = P.LoginRequest(transit=True, csg=1, nsg=3, isid=bytes.fromhex("400001370000"), cid=9)
+    header = pdu.encode_header()
+    assert header[0] == 0x43  # immediate + opcode 3
+    assert header[1] == 0x80 | (1 << 2) | 3
+    assert header[8:14] == bytes.fromhex("400001370000")
+    assert header[20:22] == (9).to_bytes(2, "big")
+
+
+def test_data_segment_is_padded_to_four_bytes() -> None:
+    wire = P.encode_bytes(P.NopOut(itt=1, data=b"abcde"))
+    assert len(wire) == 48 + 8
+    assert wire[-3:] == b"\0\0\0"
+
+
+def test_digest_of_32_zero_bytes_is_rfc_vector() -> None:
+    assert digest(bytes(32)) == bytes.fromhex("aa36918a")
+
+
+def test_digest_of_32_ff_bytes_is_rfc_vector() -> None:
+    assert digest(b"\xff" * 32) == bytes.fromhex("43aba862")
+
+
+def test_extended_cdb_travels_in_an_ahs() -> None:
+    cdb = bytes(range(32))
+    back = _roundtrip(P.ScsiCommand(cdb=cdb, itt=1), False, False)
+    assert isinstance(back, P.ScsiCommand)
+    assert back.cdb == cdb
+
+
+def test_framer_waits_for_whole_pdu_fed_byte_by_byte() -> None:
+    wire = P.encode_bytes(P.NopOut(itt=3, data=b"ping"), header_digest=True, data_digest=True)
+    framer = P.Framer(header_digest=True, data_digest=True)
+    for i, byte in enumerate(wire):
+        assert framer.next() is None, f"frame ready after {i} bytes"
+        framer.feed(bytes([byte]))
+    frame = framer.next()
+    assert frame is not None and P.decode(*frame).itt == 3
+
+
+def test_bad_header_digest_is_fatal() -> None:
+    wire = bytearray(P.encode_bytes(P.NopOut(itt=3), header_digest=True))
+    wire[50] ^= 1
+    framer = P.Framer(header_digest=True)
+    framer.feed(wire)
+    with pytest.raises(P.PduError) as err:
+        framer.next()
+    assert err.value.fatal
+
+
+def test_bad_data_digest_is_data_digest_error_and_consumes_the_pdu() -> None:
+    first = bytearray(P.encode_bytes(P.NopOut(itt=3, data=b"abcd"), data_digest=True))
+    first[-1] ^= 0xFF
+    second = P.encode_bytes(P.NopOut(itt=4), data_digest=True)
+    framer = P.Framer(data_digest=True)
+    framer.feed(bytes(first) + second)
+    with pytest.raises(P.PduError) as err:
+        framer.next()
+    assert err.value.reason == P.RejectReason.DATA_DIGEST_ERROR
+    assert not err.value.fatal
+    frame = framer.next()
+    assert frame is not None and P.decode(*frame).itt == 4
+
+
+def test_oversized_data_segment_is_refused_before_buffering() -> None:
+    header = bytearray(P.NopOut(itt=1).encode_header())
+    header[5:8] = (1 << 20).to_bytes(3, "big")
+    framer = P.Framer(max_data=8192)
+    framer.feed(header)
+    with pytest.raises(P.PduError, match="exceeds 8192") as err:
+        framer.next()
+    assert err.value.fatal
+
+
+def test_unknown_opcode_is_command_not_supported() -> None:
+    header = bytearray(P.NopOut().encode_header())
+    header[0] = 0x1C
+    with pytest.raises(P.PduError) as err:
+        P.decode(bytes(header))
+    assert err.value.reason == P.RejectReason.COMMAND_NOT_SUPPORTED
+
+
+def test_data_on_a_logout_request_is_protocol_error() -> None:
+    header = bytearray(P.LogoutRequest().encode_header())
+    header[7] = 4
+    with pytest.raises(P.PduError) as err:
+        P.decode(bytes(header), b"", b"abcd")
+    assert err.value.reason == P.RejectReason.PROTOCOL_ERROR
+
+
+def test_immediate_bit_on_data_out_is_protocol_error() -> None:
+    header = bytearray(P.DataOut().encode_header())
+    header[0] |= 0x40
+    with pytest.raises(P.PduError, match="immediate"):
+        P.decode(bytes(header))
+
+
+def test_ahs_overrunning_its_area_is_refused() -> None:
+    with pytest.raises(P.PduError):
+        P.parse_ahs(b"\x00\x09\x01\x00" + bytes(4))
+
+
+def test_truncated_bhs_is_fatal() -> None:
+    with pytest.raises(P.PduError) as err:
+        P.decode(bytes(20))
+    assert err.value.fatal
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=48, max_size=200))
+def test_decode_of_arbitrary_bytes_raises_only_pdu_error(blob: bytes) -> None:
+    framer = P.Framer(header_digest=blob[0] & 1 == 1, max_data=1024)
+    framer.feed(blob)
+    try:
+        frame = framer.next()
+        if frame is not None:
+            P.decode(*frame)
+    except P.PduError:
+        pass
