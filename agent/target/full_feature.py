@@ -107,15 +107,19 @@ def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> N
 
 def _start_command(conn: Connection, cmd: P.ScsiCommand) -> None:
     task = conn.tasks.get(cmd.itt)
-    if task is None or task.aborted:
+    if task is None or task.aborted or conn.session is None:
         return
-    task.runner = asyncio.get_running_loop().create_task(_run(conn, task))
+    done, waits = conn.session.ordering.enter(cmd.attr)
+    task.runner = asyncio.get_running_loop().create_task(_run(conn, task, waits))
+    task.runner.add_done_callback(lambda _: done.set_result(None))
 
 
-async def _run(conn: Connection, task: ScsiTask) -> None:
+async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None]]) -> None:
     session = conn.session
     assert session is not None and session.luns is not None and session.nexus is not None
     try:
+        if waits:
+            await asyncio.wait(waits)
         if task.expected_out:
             await task.receive_data()
         command = scsi.ScsiCommand(

@@ -9,11 +9,12 @@ delivered at once and do not advance ExpCmdSN.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from reservoir.agent.iscsi.pdu import Pdu
+from reservoir.agent.iscsi.pdu import Pdu, TaskAttr
 
 if TYPE_CHECKING:
     from reservoir.agent.iscsi.negotiation import SessionParams
@@ -58,6 +59,7 @@ class Session:
     connections: dict[int, Deliverable] = field(default_factory=dict)
     tasks: dict[int, ScsiTask] = field(default_factory=dict)
     _held: dict[int, tuple[Deliverable, Pdu]] = field(default_factory=dict)
+    ordering: TaskOrdering = field(default_factory=lambda: TaskOrdering())
     closed: bool = False
 
     @property
@@ -107,3 +109,34 @@ class Session:
         self.drop_held_from(conn)
         for task in [t for t in self.tasks.values() if t.conn is conn]:
             task.abort()
+
+
+@dataclass(eq=False)
+class TaskOrdering:
+    """SAM task attributes within a session's task set.
+
+    SIMPLE tasks run concurrently; an ORDERED task starts when every older
+    task has ended and holds back every newer one until it ends;
+    HEAD OF QUEUE tasks start at once.  Tasks enter in CmdSN order.
+    """
+
+    _barrier: asyncio.Future[None] | None = None
+    _since_barrier: set[asyncio.Future[None]] = field(default_factory=set)
+
+    def enter(self, attr: int) -> tuple[asyncio.Future[None], list[asyncio.Future[None]]]:
+        """Register a task; returns (its done future, the tasks it must wait for)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        if attr == TaskAttr.HEAD_OF_QUEUE:
+            return done, []
+        waits: list[asyncio.Future[None]] = []
+        if self._barrier is not None and not self._barrier.done():
+            waits.append(self._barrier)
+        if attr == TaskAttr.ORDERED:
+            waits += [f for f in self._since_barrier if not f.done()]
+            self._barrier = done
+            self._since_barrier = set()
+        else:
+            self._since_barrier = {f for f in self._since_barrier if not f.done()}
+            self._since_barrier.add(done)
+        return done, waits
