@@ -1,0 +1,26 @@
+"""Storage engine of the builtin iSCSI target: volumes read and written from asyncio.
+
+Two backends do the I/O: "io_uring" (the C extension ``_uring`` over liburing,
+with registered buffers, O_DIRECT for aligned requests and completions delivered
+through an eventfd watched by the event loop) and "threads" (os.pread/os.pwrite
+in a thread pool), used when io_uring is unavailable.  ``open_engine("auto")``
+picks the first of ``available_backends()``; RESERVOIR_STORAGE_ENGINE=threads
+forces the fallback.
+
+    volume = await open_volume("/dev/loop0")
+    data = await volume.read(0, 4096)
+"""
+
+from ._base import Engine
+from ._engine import available_backends, open_engine
+from ._errors import StorageError
+from ._volume import Volume, open_volume
+
+__all__ = [
+    "Engine",
+    "StorageError",
+    "Volume",
+    "available_backends",
+    "open_engine",
+    "open_volume",
+]

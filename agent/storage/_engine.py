@@ -1,0 +1,108 @@
+"""Choosing a backend: available_backends, open_engine and the per-loop default engine."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import functools
+import logging
+import os
+import threading
+import weakref
+
+from ._base import Engine
+from ._errors import StorageError, storage_error
+from ._threads import ThreadEngine
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "RESERVOIR_STORAGE_ENGINE"
+KINDS = ("io_uring", "threads")
+
+_defaults: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Engine] = (
+    weakref.WeakKeyDictionary()
+)
+_defaults_lock = threading.Lock()
+_warned: set[str] = set()  # fallback reasons already logged at WARNING
+
+
+@functools.cache
+def uring_unavailable() -> str | None:
+    """Why io_uring cannot be used here, or None if it can."""
+    try:
+        from . import _uring
+    except ImportError as exc:
+        return f"the _uring extension is not built ({exc})"
+    try:
+        _uring.probe()
+    except OSError as exc:
+        return f"io_uring_queue_init failed: {exc}"
+    return None
+
+
+def available_backends() -> list[str]:
+    """Usable backends in order of preference, e.g. ["io_uring", "threads"]."""
+    return list(KINDS) if uring_unavailable() is None else ["threads"]
+
+
+def _requested(kind: str) -> str:
+    if kind != "auto":
+        return kind
+    forced = os.environ.get(ENV_VAR, "").strip()
+    return forced if forced else "auto"
+
+
+def _warn_fallback(reason: str) -> None:
+    level = logging.DEBUG if reason in _warned else logging.WARNING
+    _warned.add(reason)
+    log.log(level, "storage engine: io_uring unusable (%s); using the threads backend", reason)
+
+
+def _open_uring(depth: int) -> Engine:
+    from ._uring_engine import UringEngine
+
+    try:
+        return UringEngine(depth)
+    except OSError as exc:
+        raise storage_error(exc.errno or errno.EIO, "io_uring setup", None, str(exc)) from exc
+
+
+def open_engine(kind: str = "auto", *, depth: int = 64) -> Engine:
+    """An engine of the given kind: "auto" (io_uring if usable, else threads),
+    "io_uring" or "threads".  RESERVOIR_STORAGE_ENGINE overrides "auto"."""
+    kind = _requested(kind)
+    if kind == "threads":
+        return ThreadEngine(depth)
+    reason = uring_unavailable()
+    if kind == "io_uring":
+        if reason is not None:
+            raise storage_error(errno.ENOSYS, "io_uring setup", None, reason)
+        return _open_uring(depth)
+    if kind != "auto":
+        raise ValueError(f"unknown storage engine kind {kind!r} (auto, {', '.join(KINDS)})")
+    if reason is None:
+        try:
+            return _open_uring(depth)
+        except StorageError as exc:
+            reason = str(exc)
+    _warn_fallback(reason)
+    return ThreadEngine(depth)
+
+
+def default_engine() -> Engine:
+    """The engine shared by the volumes of the running event loop."""
+    loop = asyncio.get_running_loop()
+    with _defaults_lock:
+        engine = _defaults.get(loop)
+        if engine is None or engine.closed:
+            _close_stale()
+            engine = _defaults[loop] = open_engine()
+        return engine
+
+
+def _close_stale() -> None:
+    """Closes the default engines of loops that were closed."""
+    for loop, engine in list(_defaults.items()):
+        if loop.is_closed():
+            del _defaults[loop]
+            engine.close()

@@ -1,0 +1,713 @@
+/*
+ * reservoir.agent.storage._uring: a small io_uring ring for the storage engine.
+ *
+ * One Ring owns an io_uring instance, an eventfd registered with it (so any event
+ * loop can watch completions with add_reader) and a pool of page-aligned buffers,
+ * one per slot, registered with io_uring_register_buffers so reads and writes use
+ * READ_FIXED/WRITE_FIXED.  A request occupies one slot from preparation until its
+ * completion is reaped; the slot's buffer is its bounce buffer, so the kernel never
+ * touches memory owned by Python objects and O_DIRECT alignment always holds for
+ * the buffer address.  Data is copied into the slot buffer when a write is
+ * prepared and out of it (into a new bytes object or the caller's buffer) when a
+ * read is reaped.
+ *
+ * Conventions: helpers return 0 or -errno and name the failing syscall; only the
+ * methods exposed to Python raise, as OSError(errno, "<strerror> (originated from
+ * <syscall>)").  A Ring is used from one thread (the event loop's); methods raise
+ * RuntimeError if called while another thread is inside a GIL-free section.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MAX_ENTRIES 4096u
+#define MAX_BUFSIZE (16u << 20)
+#define REAP_BATCH 64u
+
+enum { OP_NONE, OP_READ, OP_WRITE, OP_OTHER };
+
+typedef struct {
+    PyObject *user; /* completion token handed back by reap(); NULL when free */
+    Py_buffer dest; /* read destination given by the caller; dest.obj NULL if none */
+    int op;
+} Slot;
+
+typedef struct {
+    PyObject_HEAD
+    struct io_uring ring;
+    int ring_ok;        /* queue_init succeeded and queue_exit not yet called */
+    int efd;            /* eventfd signalled on every completion, or -1 */
+    int fixed;          /* pool registered with the ring */
+    int busy;           /* a method is running without the GIL */
+    int leak_pool;      /* I/O may still target the pool: never unmap it */
+    unsigned entries;   /* slots == maximum requests in flight */
+    size_t bufsize;     /* bytes per slot buffer */
+    char *pool;
+    size_t pool_len;
+    Slot *slots;
+    unsigned *free_slots; /* stack of free slot indexes */
+    unsigned nfree;
+} RingObject;
+
+/* ------------------------------------------------------------------ errors */
+
+static PyObject *
+raise_errno(int err, const char *syscall)
+{
+    char msg[256];
+    PyObject *args;
+
+    snprintf(msg, sizeof msg, "%s (originated from %s)", strerror(err), syscall);
+    args = Py_BuildValue("(is)", err, msg);
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_OSError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+static int
+check_usable(RingObject *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Ring is in use by another thread");
+        return -1;
+    }
+    if (!self->ring_ok) {
+        PyErr_SetString(PyExc_ValueError, "I/O operation on closed Ring");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static int
+setup_pool(RingObject *self)
+{
+    size_t i;
+
+    self->pool_len = (size_t)self->entries * self->bufsize;
+    self->pool = mmap(NULL, self->pool_len, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (self->pool == MAP_FAILED) {
+        self->pool = NULL;
+        return -errno;
+    }
+    self->slots = calloc(self->entries, sizeof(Slot));
+    self->free_slots = calloc(self->entries, sizeof(unsigned));
+    if (self->slots == NULL || self->free_slots == NULL)
+        return -ENOMEM;
+    for (i = 0; i < self->entries; i++)
+        self->free_slots[i] = self->entries - 1 - (unsigned)i;
+    self->nfree = self->entries;
+    return 0;
+}
+
+/* Registration can fail (RLIMIT_MEMLOCK, old kernels): the pool then still
+ * serves as aligned bounce buffers with plain READ/WRITE. */
+static int
+register_pool(RingObject *self)
+{
+    struct iovec *iov = calloc(self->entries, sizeof(struct iovec));
+    unsigned i;
+    int ret;
+
+    if (iov == NULL)
+        return -ENOMEM;
+    for (i = 0; i < self->entries; i++) {
+        iov[i].iov_base = self->pool + (size_t)i * self->bufsize;
+        iov[i].iov_len = self->bufsize;
+    }
+    ret = io_uring_register_buffers(&self->ring, iov, self->entries);
+    free(iov);
+    self->fixed = ret == 0;
+    return ret;
+}
+
+static int
+ring_setup(RingObject *self, const char **syscall)
+{
+    struct io_uring_params p;
+    int ret;
+
+    memset(&p, 0, sizeof p);
+    *syscall = "io_uring_setup";
+    ret = io_uring_queue_init_params(self->entries, &self->ring, &p);
+    if (ret < 0)
+        return ret;
+    self->ring_ok = 1;
+    *syscall = "eventfd";
+    self->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (self->efd < 0)
+        return -errno;
+    *syscall = "io_uring_register_eventfd";
+    ret = io_uring_register_eventfd(&self->ring, self->efd);
+    if (ret < 0)
+        return ret;
+    *syscall = "mmap";
+    ret = setup_pool(self);
+    if (ret < 0)
+        return ret;
+    (void)register_pool(self);
+    return 0;
+}
+
+static int
+Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"entries", "bufsize", NULL};
+    unsigned int entries = 64, bufsize = 128 * 1024;
+    const char *syscall = "";
+    int ret;
+
+    if (self->ring_ok || self->pool != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Ring already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|II", kwlist, &entries, &bufsize))
+        return -1;
+    if (entries < 1 || entries > MAX_ENTRIES || bufsize < 512 || bufsize > MAX_BUFSIZE ||
+        bufsize % 4096 != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "entries must be 1..4096 and bufsize a multiple of 4096 up to 16 MiB");
+        return -1;
+    }
+    self->entries = entries;
+    self->bufsize = bufsize;
+    self->efd = -1;
+    /* Registering the pool pins and accounts every page of it, which takes a
+     * while for large pools; setup touches no Python object, so drop the GIL. */
+    Py_BEGIN_ALLOW_THREADS
+    ret = ring_setup(self, &syscall);
+    Py_END_ALLOW_THREADS
+    if (ret < 0) {
+        raise_errno(-ret, syscall);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ completions */
+
+static inline char *
+slot_buf(RingObject *self, unsigned idx)
+{
+    return self->pool + (size_t)idx * self->bufsize;
+}
+
+static void
+release_slot(RingObject *self, unsigned idx)
+{
+    Slot *s = &self->slots[idx];
+
+    if (s->dest.obj != NULL)
+        PyBuffer_Release(&s->dest);
+    Py_CLEAR(s->user);
+    s->op = OP_NONE;
+    self->free_slots[self->nfree++] = idx;
+}
+
+/* The data a finished read produced: copied into the caller's buffer (None is
+ * returned) or into a new bytes object. */
+static PyObject *
+read_result(RingObject *self, unsigned idx, int *res)
+{
+    Slot *s = &self->slots[idx];
+    PyObject *data;
+
+    if (s->op != OP_READ || *res <= 0)
+        Py_RETURN_NONE;
+    if (s->dest.obj != NULL) {
+        memcpy(s->dest.buf, slot_buf(self, idx), (size_t)*res);
+        Py_RETURN_NONE;
+    }
+    data = PyBytes_FromStringAndSize(slot_buf(self, idx), *res);
+    if (data == NULL) {
+        PyErr_Clear();
+        *res = -ENOMEM;
+        Py_RETURN_NONE;
+    }
+    return data;
+}
+
+/* Appends (user, res, data) to out (if not NULL) and frees the slot. */
+static int
+complete_cqe(RingObject *self, const struct io_uring_cqe *cqe, PyObject *out)
+{
+    unsigned idx = (unsigned)cqe->user_data;
+    int res = cqe->res, ret = 0;
+    PyObject *data, *item;
+
+    if (idx >= self->entries || self->slots[idx].user == NULL)
+        return 0; /* not ours: ignore */
+    data = read_result(self, idx, &res);
+    item = Py_BuildValue("(OiN)", self->slots[idx].user, res, data);
+    if (item == NULL || (out != NULL && PyList_Append(out, item) < 0))
+        ret = -1;
+    Py_XDECREF(item);
+    release_slot(self, idx);
+    return ret;
+}
+
+static int
+reap_cq(RingObject *self, PyObject *out)
+{
+    struct io_uring_cqe *cqes[REAP_BATCH];
+    unsigned n, i;
+    int ret = 0;
+
+    while ((n = io_uring_peek_batch_cqe(&self->ring, cqes, REAP_BATCH)) > 0) {
+        for (i = 0; i < n; i++)
+            if (complete_cqe(self, cqes[i], out) < 0)
+                ret = -1;
+        io_uring_cq_advance(&self->ring, n);
+    }
+    return ret;
+}
+
+/* Waits until every slot is free again; completions go to out (may be NULL). */
+static void
+drain(RingObject *self, PyObject *out)
+{
+    struct io_uring_cqe *cqe;
+    int ret;
+
+    while (self->nfree < self->entries) {
+        self->busy = 1;
+        /* Blocks until the device finishes the I/O still in flight, which can take
+         * as long as the disk needs: let other Python threads run meanwhile. */
+        Py_BEGIN_ALLOW_THREADS
+        ret = io_uring_submit_and_wait(&self->ring, 1);
+        if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
+            ret = io_uring_peek_cqe(&self->ring, &cqe);
+        Py_END_ALLOW_THREADS
+        self->busy = 0;
+        if (ret < 0 && ret != -EAGAIN && ret != -EINTR) {
+            self->leak_pool = 1; /* cannot know when the kernel is done */
+            return;
+        }
+        if (reap_cq(self, out) < 0)
+            PyErr_Clear();
+    }
+}
+
+static void
+teardown(RingObject *self, PyObject *out)
+{
+    if (self->ring_ok) {
+        if (self->slots != NULL)
+            drain(self, out);
+        io_uring_queue_exit(&self->ring);
+        self->ring_ok = 0;
+    }
+    if (self->efd >= 0) {
+        close(self->efd);
+        self->efd = -1;
+    }
+}
+
+static void
+Ring_dealloc(RingObject *self)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    teardown(self, NULL);
+    if (self->slots != NULL) {
+        for (unsigned i = 0; i < self->entries; i++)
+            if (self->slots[i].user != NULL)
+                release_slot(self, i);
+    }
+    free(self->slots);
+    free(self->free_slots);
+    if (self->pool != NULL && !self->leak_pool)
+        munmap(self->pool, self->pool_len);
+    PyErr_Restore(type, value, tb);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* ----------------------------------------------------------- preparation */
+
+static int
+as_int(PyObject *obj, int *out)
+{
+    long v = PyLong_AsLong(obj);
+
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "value does not fit in a C int");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int
+parse_fd_offset(PyObject *const *args, int *fd, unsigned long long *offset)
+{
+    long long off;
+
+    if (as_int(args[0], fd) < 0)
+        return -1;
+    off = PyLong_AsLongLong(args[1]);
+    if (off == -1 && PyErr_Occurred())
+        return -1;
+    if (off < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative offset");
+        return -1;
+    }
+    *offset = (unsigned long long)off;
+    return 0;
+}
+
+static int
+check_nargs(Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi, const char *name)
+{
+    if (nargs < lo || nargs > hi) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd arguments (%zd given)", name, lo,
+                     hi, nargs);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+check_length(RingObject *self, Py_ssize_t length)
+{
+    if (length < 0 || (size_t)length > self->bufsize) {
+        PyErr_Format(PyExc_ValueError, "length must be 0..%zu", self->bufsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* Takes a free slot and an SQE; nothing may fail after this succeeds. */
+static int
+claim(RingObject *self, unsigned *idx, struct io_uring_sqe **sqe)
+{
+    if (check_usable(self) < 0)
+        return -1;
+    if (self->nfree == 0) {
+        raise_errno(EBUSY, "io_uring_get_sqe");
+        return -1;
+    }
+    *sqe = io_uring_get_sqe(&self->ring);
+    if (*sqe == NULL) {
+        raise_errno(EBUSY, "io_uring_get_sqe");
+        return -1;
+    }
+    *idx = self->free_slots[--self->nfree];
+    return 0;
+}
+
+static void
+fill_slot(RingObject *self, struct io_uring_sqe *sqe, unsigned idx, int op, PyObject *user)
+{
+    Slot *s = &self->slots[idx];
+
+    Py_INCREF(user);
+    s->user = user;
+    s->op = op;
+    io_uring_sqe_set_data64(sqe, idx);
+}
+
+static PyObject *
+Ring_read(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned long long offset;
+    Py_buffer dest = {0};
+    Py_ssize_t length;
+    unsigned idx;
+    int fd;
+
+    if (check_nargs(nargs, 4, 5, "read") < 0 || parse_fd_offset(args, &fd, &offset) < 0)
+        return NULL;
+    length = PyLong_AsSsize_t(args[2]);
+    if ((length == -1 && PyErr_Occurred()) || check_length(self, length) < 0)
+        return NULL;
+    if (nargs == 5 && args[4] != Py_None) {
+        if (PyObject_GetBuffer(args[4], &dest, PyBUF_WRITABLE) < 0)
+            return NULL;
+        if (dest.len != length) {
+            PyBuffer_Release(&dest);
+            PyErr_SetString(PyExc_ValueError, "dest must be exactly length bytes");
+            return NULL;
+        }
+    }
+    if (claim(self, &idx, &sqe) < 0) {
+        if (dest.obj != NULL)
+            PyBuffer_Release(&dest);
+        return NULL;
+    }
+    if (self->fixed)
+        io_uring_prep_read_fixed(sqe, fd, slot_buf(self, idx), (unsigned)length, offset,
+                                 (int)idx);
+    else
+        io_uring_prep_read(sqe, fd, slot_buf(self, idx), (unsigned)length, offset);
+    self->slots[idx].dest = dest; /* ownership moves to the slot */
+    fill_slot(self, sqe, idx, OP_READ, args[3]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Ring_write(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned long long offset;
+    Py_buffer data;
+    unsigned idx;
+    int fd;
+
+    if (check_nargs(nargs, 4, 4, "write") < 0 || parse_fd_offset(args, &fd, &offset) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (check_length(self, data.len) < 0 || claim(self, &idx, &sqe) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    memcpy(slot_buf(self, idx), data.buf, (size_t)data.len);
+    if (self->fixed)
+        io_uring_prep_write_fixed(sqe, fd, slot_buf(self, idx), (unsigned)data.len, offset,
+                                  (int)idx);
+    else
+        io_uring_prep_write(sqe, fd, slot_buf(self, idx), (unsigned)data.len, offset);
+    PyBuffer_Release(&data);
+    fill_slot(self, sqe, idx, OP_WRITE, args[3]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Ring_fsync(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned idx;
+    int fd, datasync = 1;
+
+    if (check_nargs(nargs, 2, 3, "fsync") < 0)
+        return NULL;
+    if (as_int(args[0], &fd) < 0)
+        return NULL;
+    if (nargs == 3 && (datasync = PyObject_IsTrue(args[2])) < 0)
+        return NULL;
+    if (claim(self, &idx, &sqe) < 0)
+        return NULL;
+    io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+    fill_slot(self, sqe, idx, OP_OTHER, args[1]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Ring_fallocate(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned long long offset;
+    long long length;
+    unsigned idx;
+    int fd, mode;
+
+    if (check_nargs(nargs, 5, 5, "fallocate") < 0)
+        return NULL;
+    if (as_int(args[0], &mode) < 0 || parse_fd_offset(args + 1, &fd, &offset) < 0)
+        return NULL;
+    length = PyLong_AsLongLong(args[3]);
+    if (length == -1 && PyErr_Occurred())
+        return NULL;
+    if (claim(self, &idx, &sqe) < 0)
+        return NULL;
+    io_uring_prep_fallocate(sqe, fd, mode, (off_t)offset, (off_t)length);
+    fill_slot(self, sqe, idx, OP_OTHER, args[4]);
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------- submit and reap */
+
+static PyObject *
+Ring_submit(RingObject *self, PyObject *Py_UNUSED(ignored))
+{
+    int ret;
+
+    if (check_usable(self) < 0)
+        return NULL;
+    if (io_uring_sq_ready(&self->ring) == 0)
+        return PyLong_FromLong(0);
+    self->busy = 1;
+    /* io_uring_enter issues the requests inline where it can: buffered reads and
+     * writes copy page-cache data and may wait on filesystem locks, so other
+     * threads get the GIL meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
+    ret = io_uring_submit(&self->ring);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (ret < 0)
+        return raise_errno(-ret, "io_uring_enter");
+    return PyLong_FromLong(ret);
+}
+
+static PyObject *
+Ring_reap(RingObject *self, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t count;
+    PyObject *out;
+
+    if (check_usable(self) < 0)
+        return NULL;
+    /* Clear the eventfd before looking at the CQ, so a completion posted after
+     * this point signals it again.  EAGAIN just means it was not signalled. */
+    if (read(self->efd, &count, sizeof count) < 0 && errno != EAGAIN)
+        return raise_errno(errno, "read");
+    out = PyList_New(0);
+    if (out != NULL && reap_cq(self, out) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+static PyObject *
+Ring_close(RingObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out;
+
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Ring is in use by another thread");
+        return NULL;
+    }
+    out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    teardown(self, out);
+    return out;
+}
+
+static PyObject *
+Ring_fileno(RingObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (check_usable(self) < 0)
+        return NULL;
+    return PyLong_FromLong(self->efd);
+}
+
+static PyObject *
+Ring_get_inflight(RingObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLong(self->entries - self->nfree);
+}
+
+static PyObject *
+Ring_get_fixed(RingObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->fixed);
+}
+
+static PyObject *
+Ring_get_closed(RingObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(!self->ring_ok);
+}
+
+static PyObject *
+Ring_get_entries(RingObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLong(self->entries);
+}
+
+static PyObject *
+Ring_get_bufsize(RingObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSize_t(self->bufsize);
+}
+
+static PyMethodDef Ring_methods[] = {
+    {"read", (PyCFunction)(void (*)(void))Ring_read, METH_FASTCALL,
+     "read(fd, offset, length, user, dest=None): queue a read of length <= bufsize."},
+    {"write", (PyCFunction)(void (*)(void))Ring_write, METH_FASTCALL,
+     "write(fd, offset, data, user): copy data to a slot buffer and queue a write."},
+    {"fsync", (PyCFunction)(void (*)(void))Ring_fsync, METH_FASTCALL,
+     "fsync(fd, user, datasync=True): queue an fsync/fdatasync."},
+    {"fallocate", (PyCFunction)(void (*)(void))Ring_fallocate, METH_FASTCALL,
+     "fallocate(mode, fd, offset, length, user): queue an fallocate."},
+    {"submit", (PyCFunction)Ring_submit, METH_NOARGS, "Submit queued requests."},
+    {"reap", (PyCFunction)Ring_reap, METH_NOARGS,
+     "Clear the eventfd and return [(user, res, data)] for every completion."},
+    {"close", (PyCFunction)Ring_close, METH_NOARGS,
+     "Wait for requests in flight, tear the ring down, return their completions."},
+    {"fileno", (PyCFunction)Ring_fileno, METH_NOARGS, "The completion eventfd."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Ring_getset[] = {
+    {"inflight", (getter)Ring_get_inflight, NULL, "Slots in use.", NULL},
+    {"fixed", (getter)Ring_get_fixed, NULL, "Buffers registered (READ/WRITE_FIXED).", NULL},
+    {"closed", (getter)Ring_get_closed, NULL, "close() was called.", NULL},
+    {"entries", (getter)Ring_get_entries, NULL, "Maximum requests in flight.", NULL},
+    {"bufsize", (getter)Ring_get_bufsize, NULL, "Largest read or write.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "reservoir.agent.storage._uring.Ring",
+    .tp_basicsize = sizeof(RingObject),
+    .tp_dealloc = (destructor)Ring_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Ring(entries=64, bufsize=131072): io_uring with a registered buffer pool.",
+    .tp_methods = Ring_methods,
+    .tp_getset = Ring_getset,
+    .tp_init = (initproc)Ring_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *
+probe(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    struct io_uring ring;
+    int ret = io_uring_queue_init(2, &ring, 0);
+
+    if (ret < 0)
+        return raise_errno(-ret, "io_uring_setup");
+    io_uring_queue_exit(&ring);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"probe", probe, METH_NOARGS, "Raise OSError unless io_uring works here."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef uring_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_uring",
+    .m_doc = "io_uring ring with an eventfd and registered buffers (liburing).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__uring(void)
+{
+    PyObject *m;
+
+    if (PyType_Ready(&RingType) < 0)
+        return NULL;
+    m = PyModule_Create(&uring_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&RingType);
+    if (PyModule_AddObject(m, "Ring", (PyObject *)&RingType) < 0) {
+        Py_DECREF(&RingType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,254 @@
+"""Volume: a regular file or block device opened for I/O through an Engine."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import weakref
+from types import TracebackType
+
+from . import _sys
+from ._base import Engine, Handle
+from ._engine import default_engine
+from ._errors import StorageError, from_os_error, storage_error
+
+ZERO_CHUNK = 1 << 20
+_ZEROS = memoryview(bytes(ZERO_CHUNK))
+# errnos meaning "this device or filesystem cannot do that"
+_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS})
+
+
+def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
+    """A flat memoryview of bytes over data (copying only a non-contiguous view)."""
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        return memoryview(mv.tobytes())
+    if mv.ndim == 1 and mv.itemsize == 1 and mv.format in ("B", "b", "c"):
+        return mv
+    return mv.cast("B")
+
+
+class Volume:
+    """An open volume.  ``kind`` is "file" or "block"; ``size`` is in bytes.
+
+    All I/O is asynchronous and raises StorageError; requests of any size and
+    alignment work, and at most ``engine.depth`` operations are in flight.
+    """
+
+    path: str
+    size: int
+    block_size: int
+    read_only: bool
+    kind: str
+    thin: bool
+
+    def __init__(self, path: str, opened: _sys.OpenedFiles, read_only: bool, engine: Engine):
+        self.path = path
+        self.size = opened.size
+        self.block_size = opened.block_size
+        self.read_only = read_only
+        self.kind = opened.kind
+        self.thin = opened.thin
+        self._engine = engine
+        self._h = Handle(opened.fd, opened.dfd, opened.align)
+        self._finalizer = weakref.finalize(self, self._h.close)
+
+    def __repr__(self) -> str:
+        mode = "ro" if self.read_only else "rw"
+        state = " closed" if self.closed else ""
+        return f"<Volume {self.path!r} {self.kind} {self.size} bytes {mode}{state}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._h.closed
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def direct(self) -> bool:
+        """Whether aligned requests use O_DIRECT."""
+        return self._h.dfd >= 0
+
+    def close(self) -> None:
+        """Closes the volume; its descriptors close when requests in flight are done."""
+        self._finalizer()
+
+    async def __aenter__(self) -> Volume:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- checks
+
+    def _check(self, op: str, offset: int, length: int, *, write: bool = False) -> None:
+        if self._h.closed:
+            raise storage_error(errno.EBADF, op, self.path, "volume is closed")
+        if write and self.read_only:
+            raise storage_error(errno.EROFS, op, self.path, "volume is read-only")
+        if offset < 0 or length < 0 or offset + length > self.size:
+            detail = f"range {offset}+{length} is outside the volume (size {self.size})"
+            raise storage_error(errno.EINVAL, op, self.path, detail)
+
+    def _error(self, op: str, exc: OSError) -> StorageError:
+        return from_os_error(exc, op, self.path)
+
+    # -- data
+
+    async def read(self, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes at ``offset``."""
+        if offset < 0 or length <= 0 or offset + length > self.size or self._h.closed:
+            self._check("read", offset, length)  # raises, unless length is 0
+            return b""
+        try:
+            return await self._engine._read(self._h, offset, length)
+        except OSError as exc:
+            raise self._error("read", exc) from exc
+
+    async def readinto(self, offset: int, buf: memoryview) -> None:
+        """Fills ``buf`` (writable, contiguous) from ``offset``."""
+        view = memoryview(buf)
+        if view.readonly or not view.c_contiguous:
+            raise ValueError("readinto needs a writable contiguous buffer")
+        view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self._check("read", offset, len(view))
+        if not len(view):
+            return
+        try:
+            await self._engine._readinto(self._h, offset, view)
+        except OSError as exc:
+            raise self._error("read", exc) from exc
+
+    async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Writes all of ``data`` at ``offset``."""
+        view = _byte_view(data)
+        self._check("write", offset, len(view), write=True)
+        if not len(view):
+            return
+        try:
+            await self._engine._write(self._h, offset, view)
+        except OSError as exc:
+            raise self._error("write", exc) from exc
+
+    async def flush(self) -> None:
+        """fdatasync: completed writes reach stable storage."""
+        self._check("flush", 0, 0)
+        try:
+            await self._engine._fdatasync(self._h)
+        except OSError as exc:
+            raise self._error("flush", exc) from exc
+
+    async def refresh_size(self) -> int:
+        """Re-reads the size (after the file or device was resized) and returns it."""
+        self._check("refresh_size", 0, 0)
+        try:
+            self.size = await self._engine._call_fd(self._h, _sys.current_size)
+        except OSError as exc:
+            raise self._error("refresh_size", exc) from exc
+        return self.size
+
+    # -- provisioning
+
+    async def discard(self, offset: int, length: int) -> None:
+        """Deallocates a range (punch hole / BLKDISCARD); EOPNOTSUPP where unsupported."""
+        self._check("discard", offset, length, write=True)
+        if not length:
+            return
+        try:
+            if self.kind == "block":
+                await self._ioctl(_sys.BLKDISCARD, offset, length)
+            else:
+                mode = _sys.FALLOC_FL_PUNCH_HOLE | _sys.FALLOC_FL_KEEP_SIZE
+                await self._engine._fallocate(self._h, mode, offset, length)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                raise storage_error(errno.EOPNOTSUPP, "discard", self.path) from exc
+            raise self._error("discard", exc) from exc
+
+    async def write_zeroes(self, offset: int, length: int) -> None:
+        """Zeroes a range: ZERO_RANGE / BLKZEROOUT, else by writing zeros."""
+        self._check("write_zeroes", offset, length, write=True)
+        if not length:
+            return
+        try:
+            if not await self._zero_range(offset, length):
+                await self._write_zero_blocks(offset, length)
+        except OSError as exc:
+            raise self._error("write_zeroes", exc) from exc
+
+    async def _zero_range(self, offset: int, length: int) -> bool:
+        """The efficient way to zero; False where the volume cannot do it."""
+        try:
+            if self.kind == "block":
+                await self._ioctl(_sys.BLKZEROOUT, offset, length)
+            else:
+                mode = _sys.FALLOC_FL_ZERO_RANGE | _sys.FALLOC_FL_KEEP_SIZE
+                await self._engine._fallocate(self._h, mode, offset, length)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED or exc.errno == errno.EINVAL:
+                return False
+            raise
+        return True
+
+    async def _write_zero_blocks(self, offset: int, length: int) -> None:
+        end = offset + length
+        for pos in range(offset, end, ZERO_CHUNK):
+            await self._engine._write(self._h, pos, _ZEROS[: min(ZERO_CHUNK, end - pos)])
+
+    async def _ioctl(self, request: int, offset: int, length: int) -> None:
+        await self._engine._call_fd(self._h, _sys.blk_range_ioctl, request, offset, length)
+
+    async def mapped_extents(self, offset: int, length: int) -> list[tuple[int, int, bool]]:
+        """(offset, length, mapped) extents covering the range, in order."""
+        self._check("mapped_extents", offset, length)
+        if not length:
+            return []
+        if self.kind == "block":
+            return [(offset, length, True)]
+        try:
+            return await self._engine._call_fd(self._h, _sys.file_extents, offset, length)
+        except OSError as exc:
+            raise self._error("mapped_extents", exc) from exc
+
+
+def _close_opened(fut: asyncio.Future[_sys.OpenedFiles]) -> None:
+    """Closes what an abandoned open produced."""
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    opened = fut.result()
+    Handle(opened.fd, opened.dfd, 1).close()
+
+
+async def open_volume(
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    engine: Engine | None = None,
+    direct: bool = True,
+) -> Volume:
+    """Opens a regular file or block device.
+
+    ``engine`` None uses the running loop's shared default engine.  ``direct``
+    lets aligned requests use O_DIRECT where the engine and filesystem allow it.
+    """
+    name = os.fspath(path)
+    eng = engine if engine is not None else default_engine()
+    use_direct = direct and eng.uses_direct
+    try:
+        fut = asyncio.ensure_future(eng._call(_sys.open_files, name, read_only, use_direct))
+        try:
+            opened = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            fut.add_done_callback(_close_opened)
+            raise
+    except OSError as exc:
+        raise from_os_error(exc, "open", name) from exc
+    return Volume(name, opened, read_only, eng)

@@ -1,0 +1,274 @@
+"""The _uring extension and the io_uring backend's own behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import random
+import select
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reservoir.agent.storage import StorageError, open_volume
+from reservoir.agent.storage import _engine as engine_mod
+from reservoir.agent.storage._base import Handle
+
+if engine_mod.uring_unavailable() is not None:
+    pytest.skip(f"io_uring: {engine_mod.uring_unavailable()}", allow_module_level=True)
+
+from reservoir.agent.storage import _uring
+from reservoir.agent.storage._uring_engine import UringEngine
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
+    content = random.Random(1).randbytes(MiB)
+    path = tmp_path / "data.img"
+    path.write_bytes(content)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        yield fd, content
+    finally:
+        os.close(fd)
+
+
+def wait_all(ring: _uring.Ring[str], count: int) -> list[tuple[str, int, bytes | None]]:
+    """Submits and collects count completions, waiting on the eventfd."""
+    ring.submit()
+    out: list[tuple[str, int, bytes | None]] = []
+    while len(out) < count:
+        select.select([ring.fileno()], [], [], 5)
+        out += ring.reap()
+    return out
+
+
+def test_ring_attributes() -> None:
+    ring: _uring.Ring[str] = _uring.Ring(8, 8192)
+    assert (ring.entries, ring.bufsize, ring.inflight) == (8, 8192, 0)
+    assert ring.fixed in (True, False)
+    assert ring.fileno() >= 0
+    assert ring.reap() == []
+    assert ring.close() == []
+    assert ring.closed
+    with pytest.raises(ValueError, match="closed"):
+        ring.submit()
+    assert ring.close() == []
+
+
+@pytest.mark.parametrize(("entries", "bufsize"), [(0, 4096), (5000, 4096), (4, 1000), (4, 0)])
+def test_ring_rejects_bad_sizes(entries: int, bufsize: int) -> None:
+    with pytest.raises(ValueError):
+        _uring.Ring(entries, bufsize)
+
+
+def test_ring_read_write(data_file: tuple[int, bytes]) -> None:
+    fd, content = data_file
+    ring: _uring.Ring[str] = _uring.Ring(8, 8192)
+    dest = bytearray(100)
+    ring.read(fd, 10, 4096, "bytes")
+    ring.read(fd, 5000, 100, "into", dest)
+    assert ring.inflight == 2
+    done = sorted(wait_all(ring, 2))
+    assert done == [("bytes", 4096, content[10:4106]), ("into", 100, None)]
+    assert dest == content[5000:5100]
+    ring.write(fd, 0, b"hello", "w")
+    assert wait_all(ring, 1) == [("w", 5, None)]
+    ring.fsync(fd, "sync")
+    ring.fallocate(0, fd, 0, 4096, "falloc")
+    assert sorted(wait_all(ring, 2)) == [("falloc", 0, None), ("sync", 0, None)]
+    ring.read(fd, 0, 5, "again")
+    assert ring.close() == [("again", 5, b"hello")]
+
+
+def test_ring_errors_are_completions(data_file: tuple[int, bytes]) -> None:
+    fd, _ = data_file
+    ring: _uring.Ring[str] = _uring.Ring(4, 4096)
+    ring.read(-1, 0, 10, "badfd")
+    ring.read(fd, 2 * MiB, 10, "eof")
+    assert sorted(wait_all(ring, 2)) == [("badfd", -errno.EBADF, None), ("eof", 0, None)]
+    ring.close()
+
+
+def test_ring_argument_checks(data_file: tuple[int, bytes]) -> None:
+    fd, _ = data_file
+    ring: _uring.Ring[str] = _uring.Ring(2, 4096)
+    with pytest.raises(ValueError):
+        ring.read(fd, 0, 4097, "too long")
+    with pytest.raises(ValueError):
+        ring.read(fd, -1, 10, "negative")
+    with pytest.raises(ValueError):
+        ring.read(fd, 0, 10, "short dest", bytearray(5))
+    with pytest.raises(ValueError):
+        ring.write(fd, 0, bytes(4097), "too long")
+    with pytest.raises(TypeError):
+        ring.read(fd, 0)  # type: ignore[call-arg]
+    with pytest.raises(BufferError):
+        ring.read(fd, 0, 10, "read-only dest", b"0123456789")
+    assert ring.inflight == 0
+    ring.close()
+
+
+def test_ring_full_raises_oserror_naming_the_syscall(data_file: tuple[int, bytes]) -> None:
+    fd, _ = data_file
+    ring: _uring.Ring[str] = _uring.Ring(2, 4096)
+    ring.read(fd, 0, 10, "a")
+    ring.read(fd, 0, 10, "b")
+    with pytest.raises(OSError) as info:
+        ring.read(fd, 0, 10, "c")
+    assert info.value.errno == errno.EBUSY
+    assert "(originated from io_uring_get_sqe)" in str(info.value)
+    assert len(ring.close()) == 2
+
+
+def test_probe() -> None:
+    _uring.probe()
+
+
+def run_engine(path: Path, engine: UringEngine, reads: int) -> list[bytes | BaseException]:
+    async def main() -> list[bytes | BaseException]:
+        vol = await open_volume(str(path), engine=engine)
+        try:
+            tasks = [vol.read((i * 4096) % MiB, 4096) for i in range(reads)]
+            return await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            vol.close()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", ["batch", "immediate", "adaptive"])
+def test_submit_modes_and_backlog(tmp_path: Path, mode: str) -> None:
+    path = tmp_path / "vol.img"
+    content = random.Random(2).randbytes(MiB)
+    path.write_bytes(content)
+    engine = UringEngine(4, submit=mode)  # 300 requests through 4 slots
+    try:
+        results = run_engine(path, engine, 300)
+    finally:
+        engine.close()
+    for i, data in enumerate(results):
+        assert data == content[(i * 4096) % MiB :][:4096]
+
+
+def test_bad_submit_mode() -> None:
+    with pytest.raises(ValueError):
+        UringEngine(4, submit="sometimes")
+
+
+def test_close_with_requests_in_flight_and_queued(tmp_path: Path) -> None:
+    path = tmp_path / "vol.img"
+    content = random.Random(3).randbytes(MiB)
+    path.write_bytes(content)
+    engine = UringEngine(4)
+
+    async def main() -> list[bytes | BaseException]:
+        vol = await open_volume(str(path), engine=engine)
+        tasks = [asyncio.ensure_future(vol.read(i * 4096, 4096)) for i in range(50)]
+        await asyncio.sleep(0)  # all started: 4 prepared, 46 queued
+        engine.close()
+        vol.close()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    results = asyncio.run(main())
+    done = [r for r in results if isinstance(r, bytes)]
+    failed = [r for r in results if isinstance(r, StorageError)]
+    assert len(done) + len(failed) == 50
+    assert all(e.errno == errno.ESHUTDOWN for e in failed)
+    assert len(done) >= 4
+    for i, r in enumerate(results):
+        if isinstance(r, bytes):
+            assert r == content[i * 4096 : (i + 1) * 4096]
+
+
+def test_direct_io_used_where_possible(tmp_path: Path) -> None:
+    path = tmp_path / "vol.img"
+    path.write_bytes(bytes(MiB))
+
+    async def main() -> None:
+        engine = UringEngine(8)
+        vol = await open_volume(str(path), engine=engine)
+        buffered = await open_volume(str(path), engine=engine, direct=False)
+        try:
+            assert not buffered.direct
+            if not vol.direct:
+                pytest.skip("the filesystem of the temporary directory refuses O_DIRECT")
+            # aligned (direct) writes are seen by buffered reads and back
+            await vol.write(8192, b"d" * 4096)
+            assert await buffered.read(8190, 4100) == b"\0\0" + b"d" * 4096 + b"\0\0"
+            await buffered.write(8192 + 100, b"b" * 10)
+            assert (await vol.read(8192, 4096))[95:115] == b"d" * 5 + b"b" * 10 + b"d" * 5
+        finally:
+            vol.close()
+            buffered.close()
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_direct_einval_falls_back_to_buffered(tmp_path: Path) -> None:
+    path = tmp_path / "vol.img"
+    content = random.Random(4).randbytes(64 * 1024)
+    path.write_bytes(content)
+
+    async def main() -> None:
+        engine = UringEngine(8)
+        vol = await open_volume(str(path), engine=engine)
+        try:
+            if not vol.direct:
+                pytest.skip("the filesystem of the temporary directory refuses O_DIRECT")
+            vol._h.dmask = 0  # pretend any alignment will do: the kernel says EINVAL
+            assert await vol.read(1, 3) == content[1:4]
+            assert vol._h.dmask == 4095
+            assert vol.direct
+            await vol.write(5, b"abc")
+            assert await vol.read(4, 5) == content[4:5] + b"abc" + content[8:9]
+        finally:
+            vol.close()
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_handle_direct_refused_gives_up_after_4k() -> None:
+    h = Handle(-1, -1, 512)
+    h.direct_refused(511)
+    assert h.dmask == 4095
+    h.direct_refused(511)  # stale: another request already tightened it
+    assert h.dmask == 4095
+    h.dfd = 7
+    h.direct_refused(4095)
+    assert h.dfd == -1
+
+
+def test_fixed_buffers_registered() -> None:
+    engine = UringEngine(8)
+    try:
+        assert engine.fixed_buffers  # root may lock the 1 MiB pool
+    finally:
+        engine.close()
+
+
+def test_runtime_refusal_selects_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """io_uring_setup failing (EPERM: io_uring_disabled, seccomp) means threads."""
+
+    def refuse() -> None:
+        raise OSError(errno.EPERM, "Operation not permitted (originated from io_uring_setup)")
+
+    monkeypatch.setattr(_uring, "probe", refuse)
+    monkeypatch.delenv("RESERVOIR_STORAGE_ENGINE", raising=False)
+    engine_mod.uring_unavailable.cache_clear()
+    try:
+        assert "Operation not permitted" in (engine_mod.uring_unavailable() or "")
+        assert engine_mod.available_backends() == ["threads"]
+        engine = engine_mod.open_engine()
+        assert engine.kind == "threads"
+        engine.close()
+    finally:
+        monkeypatch.undo()
+        engine_mod.uring_unavailable.cache_clear()
+    assert engine_mod.available_backends() == ["io_uring", "threads"]
