@@ -29,7 +29,7 @@ url="iscsi://127.0.0.1:$port/$iqn/0"
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 step iscsi-ls -s "iscsi://127.0.0.1:$port"
 step iscsi-inq "$url"
-step iscsi-inq -e 1 -c 0x83 "$url"
+step iscsi-inq -e 1 -c 131 "$url"
 step iscsi-readcapacity16 "$url"
 printf '\n\033[1m$ iscsi-perf -b 256 -m 32 %s   (5 s)\033[0m\n' "$url"
 timeout -s INT 5 iscsi-perf -b 256 -m 32 "$url" | tail -n 3 || true

@@ -47,7 +47,9 @@ def _register_serve(tsub: Sub) -> None:
     p.add_argument("--lun", action="append", default=[], help="backing file or device (repeatable)")
     p.add_argument("--chap", help="USER:SECRET the initiator must log in with")
     p.add_argument("--mutual-chap", help="USER:SECRET the target answers mutual CHAP with")
-    p.add_argument("--allow", action="append", default=[], help="initiator IQN allowed (repeatable)")
+    p.add_argument(
+        "--allow", action="append", default=[], help="initiator IQN allowed (repeatable)"
+    )
     p.add_argument("--read-only", action="store_true", help="export the LUNs read-only")
     p.add_argument("--nop-interval", type=float, default=30.0, help="NOP-In ping interval, s")
     p.set_defaults(func=_serve)
@@ -124,9 +126,13 @@ async def serve(config: cfg.TargetConfig, *, nop_interval: float = 30.0) -> int:
 
 
 def _register_edit(tsub: Sub) -> None:
-    def cmd(name: str, help_: str, func: Callable[[cfg.TargetConfig, argparse.Namespace], str]) -> argparse.ArgumentParser:
+    def cmd(
+        name: str, help_: str, func: Callable[[cfg.TargetConfig, argparse.Namespace], str]
+    ) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = tsub.add_parser(name, help=help_)
-        p.add_argument("--config", required=True, help="TOML configuration file (created if absent)")
+        p.add_argument(
+            "--config", required=True, help="TOML configuration file (created if absent)"
+        )
         p.set_defaults(func=lambda a: _edit(a, func))
         return p
 
@@ -156,7 +162,9 @@ def _register_edit(tsub: Sub) -> None:
     p.add_argument("portal")
 
 
-def _edit(args: argparse.Namespace, func: Callable[[cfg.TargetConfig, argparse.Namespace], str]) -> int:
+def _edit(
+    args: argparse.Namespace, func: Callable[[cfg.TargetConfig, argparse.Namespace], str]
+) -> int:
     path = Path(args.config)
     try:
         config = cfg.load(path) if path.exists() else cfg.TargetConfig()

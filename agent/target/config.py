@@ -32,6 +32,8 @@ from typing import Any
 
 import tomli_w
 
+from reservoir.agent.iscsi.chap import ChapError, check_name, check_secret
+
 DEFAULT_PORT = 3260
 _IQN = re.compile(r"^(iqn\.\d{4}-\d{2}\.[^\s]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})$")
 
@@ -163,6 +165,13 @@ def _validate_target(target: Target, seen: set[str]) -> None:
             raise ConfigError(f"target {target.iqn!r} lun {lun.id}: id must be 0..16383")
     if target.mutual_chap and not target.chap:
         raise ConfigError(f"target {target.iqn!r}: mutual_chap needs chap as well")
+    for what, chap in (("chap", target.chap), ("mutual_chap", target.mutual_chap)):
+        if chap is not None:
+            try:
+                check_name(chap.user)
+                check_secret(chap.secret)
+            except ChapError as exc:
+                raise ConfigError(f"target {target.iqn!r} {what}: {exc}") from exc
 
 
 def from_toml(data: dict[str, Any]) -> TargetConfig:
@@ -183,7 +192,10 @@ def _target_from(raw: dict[str, Any]) -> Target:
     return Target(
         iqn=str(raw["iqn"]),
         alias=raw.get("alias"),
-        luns=[Lun(int(x["id"]), str(x["path"]), bool(x.get("read_only", False))) for x in raw.get("lun", [])],
+        luns=[
+            Lun(int(x["id"]), str(x["path"]), bool(x.get("read_only", False)))
+            for x in raw.get("lun", [])
+        ],
         allow=[str(a) for a in raw.get("allow", [])],
         chap=Chap(str(chap["user"]), str(chap["secret"])) if chap else None,
         mutual_chap=Chap(str(mutual["user"]), str(mutual["secret"])) if mutual else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from typing import TYPE_CHECKING
 
 from reservoir.agent.iscsi import pdu as P
@@ -43,6 +44,8 @@ class Connection(asyncio.Protocol):
         self.conn_params: ConnectionParams | None = None
         self.login: LoginPhase | None = LoginPhase(self)
         self.tasks: dict[int, ScsiTask] = {}
+        self.failed_itts: deque[int] = deque(maxlen=64)  # writes ended on a Data-Out error
+        self.pending_text = b""  # the rest of a long Text Response (continuation)
         self._ttt = itertools.count(1)
         self._writable = asyncio.Event()
         self._writable.set()
@@ -54,8 +57,7 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------ asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("sockname")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"

@@ -94,6 +94,8 @@ def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> N
     if cmd.itt in session.tasks:
         _reject(conn, cmd, P.RejectReason.TASK_IN_PROGRESS, "ITT already in use")
         return
+    if cmd.itt in conn.failed_itts:
+        conn.failed_itts.remove(cmd.itt)
     task = ScsiTask(conn, cmd, scsi.LunTable.decode_lun(cmd.lun))
     if cmd.write:
         unsolicited_end = len(cmd.data)
@@ -148,15 +150,26 @@ def _forget(conn: Connection, session: Session, task: ScsiTask) -> None:
 def _data_out(conn: Connection, pdu: P.DataOut) -> None:
     task = conn.tasks.get(pdu.itt)
     if task is None:
-        _reject(conn, pdu, P.RejectReason.INVALID_PDU_FIELD, "Data-Out for an unknown task")
+        if pdu.itt not in conn.failed_itts:  # stragglers of a failed write are dropped
+            _reject(conn, pdu, P.RejectReason.INVALID_PDU_FIELD, "Data-Out for an unknown task")
         return
     try:
         task.on_data_out(pdu)
     except DataOutError as exc:
         _reject(conn, pdu, P.RejectReason.PROTOCOL_ERROR, str(exc))
-        task.abort()
-        if conn.session is not None:
-            _forget(conn, conn.session, task)
+        _fail_task(conn, task, exc.ascq)
+
+
+def _fail_task(conn: Connection, task: ScsiTask, ascq: int) -> None:
+    """End a write whose Data-Out went wrong: ABORTED COMMAND, DATA PHASE ERROR family."""
+    task.abort()
+    if conn.session is not None:
+        _forget(conn, conn.session, task)
+    conn.failed_itts.append(task.itt)
+    sense = scsi.build_sense(scsi.SenseKey.ABORTED_COMMAND, 0x4B, ascq)
+    response = P.ScsiResponse(itt=task.itt, status=scsi.Status.CHECK_CONDITION)
+    response.data = len(sense).to_bytes(2, "big") + sense
+    conn.send(response)
 
 
 async def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
@@ -169,7 +182,9 @@ async def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult
         await _send_data_in(conn, task, memoryview(result.data_in)[:sent], collapse, wanted)
         if collapse:
             return
-    response = P.ScsiResponse(itt=cmd.itt, status=result.status, expdatasn=_datasn_count(conn, sent))
+    response = P.ScsiResponse(
+        itt=cmd.itt, status=result.status, expdatasn=_datasn_count(conn, sent)
+    )
     _set_residual(response, expected, wanted)
     if result.sense:
         response.data = len(result.sense).to_bytes(2, "big") + result.sense

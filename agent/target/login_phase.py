@@ -89,7 +89,9 @@ class LoginPhase:
 
     # ------------------------------------------------------------ responses
 
-    def _response(self, pdu: P.LoginRequest, *, transit: bool, csg: int, nsg: int) -> P.LoginResponse:
+    def _response(
+        self, pdu: P.LoginRequest, *, transit: bool, csg: int, nsg: int
+    ) -> P.LoginResponse:
         response = P.LoginResponse(
             itt=pdu.itt, isid=pdu.isid, tsih=self.tsih, transit=transit, csg=csg, nsg=nsg
         )

@@ -102,7 +102,9 @@ class TargetServer:
     async def _open_luns(self, target: Target) -> scsi.LunTable:
         units: dict[int, scsi.LogicalUnit] = {}
         for lun in target.luns:
-            volume = await storage.open_volume(lun.path, read_only=lun.read_only, engine=self.engine)
+            volume = await storage.open_volume(
+                lun.path, read_only=lun.read_only, engine=self.engine
+            )
             self._volumes.append(volume)
             units[lun.id] = scsi.LogicalUnit(
                 volume,

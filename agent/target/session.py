@@ -46,6 +46,37 @@ class Deliverable(Protocol):
 
 
 @dataclass(eq=False)
+class TaskOrdering:
+    """SAM task attributes within a session's task set.
+
+    SIMPLE tasks run concurrently; an ORDERED task starts when every older
+    task has ended and holds back every newer one until it ends;
+    HEAD OF QUEUE tasks start at once.  Tasks enter in CmdSN order.
+    """
+
+    _barrier: asyncio.Future[None] | None = None
+    _since_barrier: set[asyncio.Future[None]] = field(default_factory=set)
+
+    def enter(self, attr: int) -> tuple[asyncio.Future[None], list[asyncio.Future[None]]]:
+        """Register a task; returns (its done future, the tasks it must wait for)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        if attr == TaskAttr.HEAD_OF_QUEUE:
+            return done, []
+        waits: list[asyncio.Future[None]] = []
+        if self._barrier is not None and not self._barrier.done():
+            waits.append(self._barrier)
+        if attr == TaskAttr.ORDERED:
+            waits += [f for f in self._since_barrier if not f.done()]
+            self._barrier = done
+            self._since_barrier = set()
+        else:
+            self._since_barrier = {f for f in self._since_barrier if not f.done()}
+            self._since_barrier.add(done)
+        return done, waits
+
+
+@dataclass(eq=False)
 class Session:
     tsih: int
     isid: bytes
@@ -59,7 +90,7 @@ class Session:
     connections: dict[int, Deliverable] = field(default_factory=dict)
     tasks: dict[int, ScsiTask] = field(default_factory=dict)
     _held: dict[int, tuple[Deliverable, Pdu]] = field(default_factory=dict)
-    ordering: TaskOrdering = field(default_factory=lambda: TaskOrdering())
+    ordering: TaskOrdering = field(default_factory=TaskOrdering)
     closed: bool = False
 
     @property
@@ -109,34 +140,3 @@ class Session:
         self.drop_held_from(conn)
         for task in [t for t in self.tasks.values() if t.conn is conn]:
             task.abort()
-
-
-@dataclass(eq=False)
-class TaskOrdering:
-    """SAM task attributes within a session's task set.
-
-    SIMPLE tasks run concurrently; an ORDERED task starts when every older
-    task has ended and holds back every newer one until it ends;
-    HEAD OF QUEUE tasks start at once.  Tasks enter in CmdSN order.
-    """
-
-    _barrier: asyncio.Future[None] | None = None
-    _since_barrier: set[asyncio.Future[None]] = field(default_factory=set)
-
-    def enter(self, attr: int) -> tuple[asyncio.Future[None], list[asyncio.Future[None]]]:
-        """Register a task; returns (its done future, the tasks it must wait for)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        if attr == TaskAttr.HEAD_OF_QUEUE:
-            return done, []
-        waits: list[asyncio.Future[None]] = []
-        if self._barrier is not None and not self._barrier.done():
-            waits.append(self._barrier)
-        if attr == TaskAttr.ORDERED:
-            waits += [f for f in self._since_barrier if not f.done()]
-            self._barrier = done
-            self._since_barrier = set()
-        else:
-            self._since_barrier = {f for f in self._since_barrier if not f.done()}
-            self._since_barrier.add(done)
-        return done, waits

@@ -24,7 +24,20 @@ log = logging.getLogger("reservoir.target")
 
 
 class DataOutError(Exception):
-    """A Data-Out PDU that does not fit the task; the reason for the Reject."""
+    """A Data-Out PDU that does not fit the task.
+
+    ``ascq`` is the qualifier of ASC 0x4B (DATA PHASE ERROR family, SPC-4) the
+    command is then ended with, under sense key ABORTED COMMAND.
+    """
+
+    def __init__(self, message: str, ascq: int = 0x00) -> None:
+        super().__init__(message)
+        self.ascq = ascq
+
+
+INVALID_TTT = 0x01
+TOO_MUCH_WRITE_DATA = 0x02
+DATA_OFFSET_ERROR = 0x05
 
 
 @dataclass(eq=False)
@@ -81,11 +94,14 @@ class ScsiTask:
     def on_data_out(self, pdu: P.DataOut) -> None:
         seq = self._sequences.get(pdu.ttt)
         if seq is None:
-            raise DataOutError(f"Data-Out with unknown TTT {pdu.ttt:#x} for ITT {self.itt:#x}")
+            raise DataOutError(
+                f"Data-Out with unknown TTT {pdu.ttt:#x} for ITT {self.itt:#x}", INVALID_TTT
+            )
         length = len(pdu.data)
         if pdu.offset != seq.next or pdu.offset + length > seq.end:
             raise DataOutError(
-                f"Data-Out offset {pdu.offset}+{length} outside expected {seq.next}..{seq.end}"
+                f"Data-Out offset {pdu.offset}+{length} outside expected {seq.next}..{seq.end}",
+                DATA_OFFSET_ERROR,
             )
         if pdu.datasn != seq.datasn:
             raise DataOutError(f"Data-Out DataSN {pdu.datasn}, expected {seq.datasn}")
@@ -98,7 +114,9 @@ class ScsiTask:
 
     def _end_sequence(self, seq: _Sequence, final: bool) -> None:
         if seq.next != seq.end or not final:
-            raise DataOutError(f"Data-Out sequence ended at {seq.next}, expected {seq.end}")
+            raise DataOutError(
+                f"Data-Out sequence ended at {seq.next}, expected {seq.end}", DATA_OFFSET_ERROR
+            )
         del self._sequences[seq.ttt]
         if seq.ttt != P.RESERVED_TAG:
             self._send_r2ts()

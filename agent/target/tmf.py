@@ -65,9 +65,9 @@ def _abort_task(session: Session, req: P.TaskMgmtRequest) -> int:
         return TmfResponse.COMPLETE
     # RFC 7143 §11.5.1: a task not found whose RefCmdSN is inside the window and
     # before this request was "received": answer Function complete.
-    if session.in_window(req.ref_cmdsn) or sn_lt(req.ref_cmdsn, session.exp_cmdsn):
-        if sn_lt(req.ref_cmdsn, req.cmdsn) or req.immediate:
-            return TmfResponse.COMPLETE
+    seen = session.in_window(req.ref_cmdsn) or sn_lt(req.ref_cmdsn, session.exp_cmdsn)
+    if seen and (sn_lt(req.ref_cmdsn, req.cmdsn) or req.immediate):
+        return TmfResponse.COMPLETE
     return TmfResponse.NO_TASK
 
 
@@ -76,12 +76,7 @@ def _target_sessions(conn: Connection, session: Session) -> list[Session]:
 
 
 def _tasks_of(sessions: Iterable[Session], lun: int | None) -> list[ScsiTask]:
-    return [
-        task
-        for s in sessions
-        for task in s.tasks.values()
-        if lun is None or task.lun == lun
-    ]
+    return [task for s in sessions for task in s.tasks.values() if lun is None or task.lun == lun]
 
 
 def _abort_all(tasks: list[ScsiTask]) -> None:

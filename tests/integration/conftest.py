@@ -30,7 +30,9 @@ def lun_file(tmp_path: Path) -> Path:
     return path
 
 
-def _serve(tmp_path: Path, luns: list[Path], extra: list[str], name: str) -> Iterator[ReservoirTarget]:
+def _serve(
+    tmp_path: Path, luns: list[Path], extra: list[str], name: str
+) -> Iterator[ReservoirTarget]:
     log = tmp_path / f"{name}.log"
     with ReservoirTarget(luns, iqn=IQN, log_path=log, extra=extra) as target:
         yield target

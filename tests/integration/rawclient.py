@@ -19,7 +19,7 @@ from reservoir.agent.iscsi.text import encode_text, parse_text
 INITIATOR = "iqn.2026-11.org.reservoir:test-client"
 
 
-class LoginFailed(Exception):
+class LoginFailedError(Exception):
     def __init__(self, status_class: int, status_detail: int) -> None:
         super().__init__(f"login failed with status {status_class:02x}{status_detail:02x}")
         self.status = (status_class, status_detail)
@@ -71,7 +71,9 @@ class RawClient:
         self.sock.sendall(data)
 
     def send(self, pdu: P.Pdu) -> None:
-        self.send_raw(P.encode_bytes(pdu, header_digest=self.header_digest, data_digest=self.data_digest))
+        self.send_raw(
+            P.encode_bytes(pdu, header_digest=self.header_digest, data_digest=self.data_digest)
+        )
 
     def recv(self) -> P.Pdu:
         """The next PDU; raises ConnectionError when the target closed the connection."""
@@ -121,9 +123,11 @@ class RawClient:
             first = []
         ops = [("HeaderDigest", "CRC32C" if self.header_digest else "None")]
         ops.append(("DataDigest", "CRC32C" if self.data_digest else "None"))
-        ops += keys or [("MaxRecvDataSegmentLength", "262144"), ("ImmediateData", "Yes"),
-                        ("InitialR2T", "No"), ("MaxBurstLength", "1048576"),
-                        ("FirstBurstLength", "262144"), ("MaxConnections", "4")]  # fmt: skip
+        ops.append(("MaxRecvDataSegmentLength", "262144"))
+        if not self.tsih:  # leading-only keys go on the leading connection alone
+            ops += keys or [("ImmediateData", "Yes"), ("InitialR2T", "No"),
+                            ("MaxBurstLength", "1048576"), ("FirstBurstLength", "262144"),
+                            ("MaxConnections", "4")]  # fmt: skip
         answer = self._login_step(first + ops, csg=1, nsg=3, transit=True, cid=cid)
         while not (answer.transit and answer.nsg == 3):
             answer = self._login_step([], csg=1, nsg=3, transit=True, cid=cid)
@@ -138,7 +142,9 @@ class RawClient:
         mutual: tuple[str, str] | None, cid: int,
     ) -> None:  # fmt: skip
         initiator = ChapInitiator(ChapSecret(*chap), ChapSecret(*mutual) if mutual else None)
-        self._login_step([*first, ("AuthMethod", "CHAP,None")], csg=0, nsg=1, transit=False, cid=cid)
+        self._login_step(
+            [*first, ("AuthMethod", "CHAP,None")], csg=0, nsg=1, transit=False, cid=cid
+        )
         answer = self._login_step([("CHAP_A", initiator.algorithms_offer())], csg=0, nsg=1,
                                   transit=False, cid=cid)  # fmt: skip
         reply = initiator.respond(dict(parse_text(bytes(answer.data))))
@@ -158,7 +164,7 @@ class RawClient:
         assert isinstance(answer, P.LoginResponse), answer
         self.expstatsn = (answer.statsn + 1) & 0xFFFFFFFF
         if answer.status_class:
-            raise LoginFailed(answer.status_class, answer.status_detail)
+            raise LoginFailedError(answer.status_class, answer.status_detail)
         return answer
 
     # ------------------------------------------------------------ commands
@@ -166,7 +172,8 @@ class RawClient:
     def scsi(
         self, cdb: bytes, *, lun: int = 0, read: int = 0, data: bytes = b"", immediate: int = 0
     ) -> ScsiAnswer:
-        """One SCSI command: ``data`` written (immediate part then R2T-solicited), ``read`` bytes expected."""
+        """One SCSI command: ``data`` written (``immediate`` bytes of it in the command,
+        the rest as R2Ts ask), ``read`` bytes expected."""
         itt = self.next_itt()
         cmd = P.ScsiCommand(
             itt=itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, lun=encode_lun(lun), cdb=cdb,
@@ -202,9 +209,18 @@ class RawClient:
                                 offset=off, data=chunk, final=off + len(chunk) >= end,
                                 expstatsn=self.expstatsn))  # fmt: skip
 
+    def clear_unit_attention(self, lun: int = 0) -> None:
+        """TEST UNIT READY until GOOD: a new I_T nexus first sees POWER ON (29/00)."""
+        for _ in range(4):
+            if self.scsi(bytes(6), lun=lun).status == 0:
+                return
+        raise AssertionError("TEST UNIT READY never returned GOOD")
+
     def nop(self, data: bytes = b"") -> P.NopIn:
         itt = self.next_itt()
-        self.send(P.NopOut(itt=itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, data=data, immediate=True))
+        self.send(
+            P.NopOut(itt=itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, data=data, immediate=True)
+        )
         while True:
             pdu = self.recv()
             if isinstance(pdu, P.NopIn) and pdu.itt == itt:
@@ -212,7 +228,9 @@ class RawClient:
 
     def logout(self) -> P.LogoutResponse:
         itt = self.next_itt()
-        self.send(P.LogoutRequest(itt=itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, immediate=True))
+        self.send(
+            P.LogoutRequest(itt=itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, immediate=True)
+        )
         pdu = self.recv()
         assert isinstance(pdu, P.LogoutResponse)
         return pdu

@@ -12,7 +12,7 @@ from reservoir.agent.iscsi import pdu as P
 from reservoir.lab.peers import ReservoirTarget
 
 from .conftest import ALLOWED, CHAP, IQN, LUN_SIZE, MUTUAL
-from .rawclient import LoginFailed, RawClient, read16, sense_key_asc, write16
+from .rawclient import LoginFailedError, RawClient, read16, sense_key_asc, write16
 
 pytestmark = pytest.mark.integration
 
@@ -24,12 +24,14 @@ def _still_serves(target: ReservoirTarget) -> None:
     """Another initiator can log in and run a command."""
     with RawClient(target.host, target.port) as other:
         other.login(IQN)
-        assert other.scsi(bytes(6), read=0).status == 0  # TEST UNIT READY
+        other.clear_unit_attention()
+        assert other.scsi(bytes(6)).status == 0  # TEST UNIT READY
 
 
 def _logged_in(target: ReservoirTarget, **kw: bool) -> RawClient:
     client = RawClient(target.host, target.port, **kw).connect()  # type: ignore[arg-type]
     client.login(IQN)
+    client.clear_unit_attention()
     return client
 
 
@@ -65,7 +67,9 @@ def test_bad_header_digest_closes_only_that_connection(target: ReservoirTarget) 
 
 def test_bad_data_digest_is_rejected_and_connection_continues(target: ReservoirTarget) -> None:
     with _logged_in(target, data_digest=True) as client:
-        wire = bytearray(P.encode_bytes(P.NopOut(itt=5, immediate=True, data=b"abcd"), data_digest=True))
+        wire = bytearray(
+            P.encode_bytes(P.NopOut(itt=5, immediate=True, data=b"abcd"), data_digest=True)
+        )
         wire[-1] ^= 0xFF
         client.send_raw(bytes(wire))
         reject = client.recv()
@@ -105,19 +109,27 @@ def test_garbage_before_login_closes_connection(target: ReservoirTarget) -> None
 
 
 def test_unknown_target_name_fails_login_with_target_not_found(target: ReservoirTarget) -> None:
-    with RawClient(target.host, target.port) as client, pytest.raises(LoginFailed) as err:
+    with RawClient(target.host, target.port) as client, pytest.raises(LoginFailedError) as err:
         client.login("iqn.2026-11.org.reservoir:nope")
     assert err.value.status == (0x02, 0x03)
 
 
-def test_wrong_chap_secret_fails_login_with_authentication_failure(chap_target: ReservoirTarget) -> None:
-    with RawClient(chap_target.host, chap_target.port) as client, pytest.raises(LoginFailed) as err:
+def test_wrong_chap_secret_fails_login_with_authentication_failure(
+    chap_target: ReservoirTarget,
+) -> None:
+    with (
+        RawClient(chap_target.host, chap_target.port) as client,
+        pytest.raises(LoginFailedError) as err,
+    ):
         client.login(IQN, initiator=ALLOWED, chap=(CHAP[0], "not-the-secret"))
     assert err.value.status == (0x02, 0x01)
 
 
 def test_missing_chap_fails_login_with_authentication_failure(chap_target: ReservoirTarget) -> None:
-    with RawClient(chap_target.host, chap_target.port) as client, pytest.raises(LoginFailed) as err:
+    with (
+        RawClient(chap_target.host, chap_target.port) as client,
+        pytest.raises(LoginFailedError) as err,
+    ):
         client.login(IQN, initiator=ALLOWED)
     assert err.value.status == (0x02, 0x01)
 
@@ -125,7 +137,10 @@ def test_missing_chap_fails_login_with_authentication_failure(chap_target: Reser
 def test_initiator_outside_acl_fails_login_with_authorization_failure(
     chap_target: ReservoirTarget,
 ) -> None:
-    with RawClient(chap_target.host, chap_target.port) as client, pytest.raises(LoginFailed) as err:
+    with (
+        RawClient(chap_target.host, chap_target.port) as client,
+        pytest.raises(LoginFailedError) as err,
+    ):
         client.login(IQN, initiator="iqn.2026-11.org.example:stranger", chap=CHAP)
     assert err.value.status == (0x02, 0x02)
 
@@ -133,6 +148,7 @@ def test_initiator_outside_acl_fails_login_with_authorization_failure(
 def test_mutual_chap_login_succeeds_and_serves(chap_target: ReservoirTarget) -> None:
     with RawClient(chap_target.host, chap_target.port) as client:
         client.login(IQN, initiator=ALLOWED, chap=CHAP, mutual=MUTUAL)
+        client.clear_unit_attention()
         assert client.scsi(bytes(6)).status == 0
 
 

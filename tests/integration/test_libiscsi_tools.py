@@ -27,7 +27,7 @@ def _run(*cmd: str) -> str:
 def test_iscsi_ls_discovers_the_target_and_its_lun(target: ReservoirTarget) -> None:
     out = _run("iscsi-ls", "-s", f"iscsi://{target.host}:{target.port}")
     assert f"Target:{IQN} Portal:{target.host}:{target.port},1" in out
-    assert "Lun:0" in out and "Direct-Access" in out
+    assert "Lun:0" in out and "DIRECT_ACCESS" in out
 
 
 def test_iscsi_inq_reads_standard_inquiry(target: ReservoirTarget) -> None:
@@ -37,7 +37,7 @@ def test_iscsi_inq_reads_standard_inquiry(target: ReservoirTarget) -> None:
 
 
 def test_iscsi_inq_reads_serial_number_page(target: ReservoirTarget) -> None:
-    out = _run("iscsi-inq", "-e", "1", "-c", "0x80", target.url())
+    out = _run("iscsi-inq", "-e", "1", "-c", "128", target.url())
     assert "Unit Serial Number:" in out
 
 
@@ -46,11 +46,14 @@ def test_iscsi_readcapacity16_reports_the_file_size(target: ReservoirTarget) -> 
     assert f"Total size:{LUN_SIZE}" in out
 
 
-def test_file_lun_written_and_read_back_compares_by_hash(target: ReservoirTarget, lun_file: Path) -> None:
+def test_file_lun_written_and_read_back_compares_by_hash(
+    target: ReservoirTarget, lun_file: Path
+) -> None:
     payload = os.urandom(4 << 20)
     blocks = len(payload) // 512
     with RawClient(target.host, target.port) as client:
         client.login(IQN)
+        client.clear_unit_attention()
         written = client.scsi(write16(2048, blocks), data=payload, immediate=65536)
         assert written.status == 0
         read = client.scsi(read16(2048, blocks), read=len(payload))

@@ -48,9 +48,12 @@ def test_four_connections_join_one_session(target: ReservoirTarget) -> None:
                 conn.close()
 
 
-def test_commands_interleaved_over_four_connections_run_in_cmdsn_order(target: ReservoirTarget) -> None:
+def test_commands_interleaved_over_four_connections_run_in_cmdsn_order(
+    target: ReservoirTarget,
+) -> None:
     with RawClient(target.host, target.port) as lead:
         lead.login(IQN)
+        lead.clear_unit_attention()
         conns = [lead, *(_join(target, lead, cid) for cid in (1, 2, 3))]
         try:
             base = lead.cmdsn

@@ -65,7 +65,7 @@ def _strategy_for(cls: type[P.Pdu]) -> st.SearchStrategy[P.Pdu]:
         kwargs.pop("itt", None)
     if cls.OPCODE in P.IMMEDIATE_ALLOWED:
         kwargs["immediate"] = st.booleans()
-    return st.builds(cls, **kwargs)  # type: ignore[arg-type]
+    return st.builds(cls, **kwargs)
 
 
 def _roundtrip(pdu: P.Pdu, hd: bool, dd: bool) -> P.Pdu:
