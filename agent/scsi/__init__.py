@@ -1,0 +1,28 @@
+"""The SCSI command set of a disk (SPC-4 / SBC-3), independent of the transport.
+
+The iSCSI target hands every SCSI Command PDU to :meth:`LunTable.execute` as a
+:class:`ScsiCommand` and sends back the :class:`ScsiResult`'s Data-In, status and
+sense. Logical units run over a :class:`Backend` (reservoir.agent.storage).
+"""
+
+from ._lu import LogicalUnit
+from ._lun_table import LunTable
+from ._luns import decode_lun, encode_lun
+from ._sense import SenseKey, build_sense, decode_sense, sense_information
+from ._types import Backend, Nexus, ScsiCommand, ScsiResult, Status
+
+__all__ = [
+    "Backend",
+    "LogicalUnit",
+    "LunTable",
+    "Nexus",
+    "ScsiCommand",
+    "ScsiResult",
+    "SenseKey",
+    "Status",
+    "build_sense",
+    "decode_lun",
+    "decode_sense",
+    "encode_lun",
+    "sense_information",
+]
