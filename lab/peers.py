@@ -229,8 +229,7 @@ def run_test_cu(
     return parse_test_cu(done.stdout + done.stderr)
 
 
-_PERF_RATE = re.compile(r"([\d.]+)\s*MB/s", re.IGNORECASE)
-_PERF_IOPS = re.compile(r"(\d+)\s*IOPS", re.IGNORECASE)
+_PERF_AVERAGE = re.compile(r"iops average (\d+) \(([\d.]+) MB/s\)")
 
 
 @dataclass
@@ -255,11 +254,11 @@ def run_iscsi_perf(url: str, *, blocks: int, depth: int = 32, random: bool = Fal
 
 
 def _parse_perf(text: str) -> PerfResult:
-    rates = _PERF_RATE.findall(text)
-    iops = _PERF_IOPS.findall(text)
-    if not rates and not iops:
+    averages = _PERF_AVERAGE.findall(text)
+    if not averages:
         raise PeerError(f"iscsi-perf printed no rate: {text[-500:]!r}")
-    return PerfResult(float(rates[-1]) if rates else 0.0, float(iops[-1]) if iops else 0.0, text)
+    iops, mb = averages[-1]
+    return PerfResult(float(mb), float(iops), text)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from ._engine import default_engine
 from ._errors import StorageError, from_os_error, storage_error
 
 ZERO_CHUNK = 1 << 20
+NOWAIT_MAX = 1 << 20  # reads up to this size try the page cache first
 _ZEROS = memoryview(bytes(ZERO_CHUNK))
 # errnos meaning "this device or filesystem cannot do that"
 _UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS})
@@ -52,6 +53,7 @@ class Volume:
         self.thin = opened.thin
         self._engine = engine
         self._h = Handle(opened.fd, opened.dfd, opened.align)
+        self._nowait = hasattr(os, "RWF_NOWAIT")
         self._finalizer = weakref.finalize(self, self._h.close)
 
     def __repr__(self) -> str:
@@ -104,14 +106,35 @@ class Volume:
     # -- data
 
     async def read(self, offset: int, length: int) -> bytes:
-        """Exactly ``length`` bytes at ``offset``."""
+        """Exactly ``length`` bytes at ``offset``.
+
+        A read the page cache can serve whole is done at once with
+        preadv2(RWF_NOWAIT), which never blocks: no trip through the engine and
+        the event loop.  Anything else (not cached, O_DIRECT) goes to the engine.
+        """
         if offset < 0 or length <= 0 or offset + length > self.size or self._h.closed:
             self._check("read", offset, length)  # raises, unless length is 0
             return b""
+        if self._nowait and length <= NOWAIT_MAX and not self.direct:
+            cached = self._read_cached(offset, length)
+            if cached is not None:
+                return cached
         try:
             return await self._engine._read(self._h, offset, length)
         except OSError as exc:
             raise self._error("read", exc) from exc
+
+    def _read_cached(self, offset: int, length: int) -> bytes | None:
+        buf = bytearray(length)
+        try:
+            got = os.preadv(self._h.fd, [buf], offset, os.RWF_NOWAIT)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED or exc.errno == errno.EINVAL:
+                self._nowait = False  # this file system or device cannot: stop trying
+            return None
+        return bytes(buf) if got == length else None
 
     async def readinto(self, offset: int, buf: memoryview) -> None:
         """Fills ``buf`` (writable, contiguous) from ``offset``."""

@@ -53,12 +53,18 @@ class Chap:
 
 @dataclass
 class Lun:
+    """A LUN; ``direct`` bypasses the page cache (O_DIRECT) for aligned requests."""
+
     id: int
     path: str
     read_only: bool = False
+    direct: bool = False
 
     def to_toml(self) -> dict[str, Any]:
-        return {"id": self.id, "path": self.path, "read_only": self.read_only}
+        out: dict[str, Any] = {"id": self.id, "path": self.path, "read_only": self.read_only}
+        if self.direct:
+            out["direct"] = True
+        return out
 
 
 @dataclass
@@ -199,6 +205,15 @@ def _target_from(raw: dict[str, Any]) -> Target:
         allow=[str(a) for a in raw.get("allow", [])],
         chap=Chap(str(chap["user"]), str(chap["secret"])) if chap else None,
         mutual_chap=Chap(str(mutual["user"]), str(mutual["secret"])) if mutual else None,
+    )
+
+
+def _lun_from(raw: dict[str, Any]) -> Lun:
+    return Lun(
+        int(raw["id"]),
+        str(raw["path"]),
+        bool(raw.get("read_only", False)),
+        bool(raw.get("direct", False)),
     )
 
 

@@ -16,6 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.digest import digest
 from reservoir.agent.iscsi.negotiation import ConnectionParams, SessionParams
 from reservoir.agent.target import full_feature
 from reservoir.agent.target.login_phase import LoginPhase
@@ -45,7 +46,8 @@ class Connection(asyncio.Protocol):
         self.login: LoginPhase | None = LoginPhase(self)
         self.tasks: dict[int, ScsiTask] = {}
         self.failed_itts: deque[int] = deque(maxlen=64)  # writes ended on a Data-Out error
-        self.pending_text = b""  # the rest of a long Text Response (continuation)
+        self.pending_text = b""
+        self._out: list[P.Buffer] = []  # PDUs sent in this loop iteration, not yet written  # the rest of a long Text Response (continuation)
         self._ttt = itertools.count(1)
         self._writable = asyncio.Event()
         self._writable.set()
@@ -96,7 +98,9 @@ class Connection(asyncio.Protocol):
         self._writable.set()
 
     async def drain(self) -> None:
-        await self._writable.wait()
+        """Wait while the transport's buffer is over its high-water mark."""
+        if not self._writable.is_set():
+            await self._writable.wait()
 
     # ------------------------------------------------------------ dispatch
 
@@ -144,7 +148,45 @@ class Connection(asyncio.Protocol):
         params = self.conn_params
         hd = params.header_digest if params else False
         dd = params.data_digest if params else False
-        self.transport.writelines(P.encode(pdu, header_digest=hd, data_digest=dd))
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out += P.encode(pdu, header_digest=hd, data_digest=dd)
+
+    def send_read_data(self, itt: int, lun: bytes, data: memoryview, flags: int, residual: int) -> None:
+        """A read's only Data-In PDU, status collapsed: the hot path of small reads.
+
+        ``flags`` are the DATA_IN_* overflow/underflow bits.
+        """
+        if self.closed or self.session is None:
+            return
+        session = self.session
+        statsn = self.statsn
+        self.statsn = (statsn + 1) & 0xFFFFFFFF
+        b1 = P.DATA_IN_FINAL | P.DATA_IN_STATUS | flags
+        header = P.data_in_header(
+            b1, 0, lun, itt, P.RESERVED_TAG, statsn, session.exp_cmdsn, session.max_cmdsn,
+            0, 0, residual, len(data),
+        )  # fmt: skip
+        params = self.conn_params
+        assert params is not None
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        out = self._out
+        if params.header_digest:
+            header += digest(header)
+        out.append(header)
+        out.append(data)
+        tail = P.pad_bytes(len(data))
+        if params.data_digest:
+            tail += digest(data, tail)
+        if tail:
+            out.append(tail)
+
+    def _flush(self) -> None:
+        """Write what this loop iteration sent in one go (one syscall, not one per PDU)."""
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
 
     def _stamp(self, pdu: P._TargetPdu, status: bool) -> None:
         pdu.statsn = self.statsn
@@ -176,6 +218,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self._cancel_nop()
         if self.transport is not None:
+            self._flush()
             self.transport.close()
 
     # ------------------------------------------------------------ NOP-In pings

@@ -111,9 +111,10 @@ def _start_command(conn: Connection, cmd: P.ScsiCommand) -> None:
     task = conn.tasks.get(cmd.itt)
     if task is None or task.aborted or conn.session is None:
         return
-    done, waits = conn.session.ordering.enter(cmd.attr)
+    ordering = conn.session.ordering
+    waits = ordering.waits(cmd.attr)
     task.runner = asyncio.get_running_loop().create_task(_run(conn, task, waits))
-    task.runner.add_done_callback(lambda _: done.set_result(None))
+    ordering.track(cmd.attr, task.runner)
 
 
 async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None]]) -> None:
@@ -133,7 +134,8 @@ async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None
         )
         result = await session.luns.execute(task.lun, command)
         if not task.aborted:
-            await _send_result(conn, task, result)
+            _send_result(conn, task, result)
+            await conn.drain()
     except asyncio.CancelledError:
         log.info("%s: task ITT %#x aborted", conn.peer, task.itt)
     finally:
@@ -172,34 +174,32 @@ def _fail_task(conn: Connection, task: ScsiTask, ascq: int) -> None:
     conn.send(response)
 
 
-async def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
+def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
+    """Data-In (status collapsed into the last one when GOOD), else a SCSI Response."""
     cmd = task.cmd
     wanted = len(result.data_in)
     expected = cmd.expected_length if cmd.read else 0
     sent = min(wanted, expected)
     collapse = result.status == 0 and not result.sense
+    if collapse and sent and sent == wanted == expected and _one_pdu(conn, sent):
+        conn.send_read_data(cmd.itt, cmd.lun, memoryview(result.data_in), 0, 0)
+        return
+    pdus = 0
     if sent:
-        await _send_data_in(conn, task, memoryview(result.data_in)[:sent], collapse, wanted)
+        pdus = _send_data_in(conn, task, memoryview(result.data_in)[:sent], collapse, wanted)
         if collapse:
             return
-    response = P.ScsiResponse(
-        itt=cmd.itt, status=result.status, expdatasn=_datasn_count(conn, sent)
-    )
+    response = P.ScsiResponse(itt=cmd.itt, status=result.status, expdatasn=pdus)
     _set_residual(response, expected, wanted)
     if result.sense:
         response.data = len(result.sense).to_bytes(2, "big") + result.sense
     conn.send(response)
 
 
-def _datasn_count(conn: Connection, sent: int) -> int:
-    if not sent:
-        return 0
-    mrdsl = conn.conn_params.max_recv_data_segment_length_initiator if conn.conn_params else 8192
-    burst = conn.session_params.max_burst_length
-    pdus = 0
-    for start in range(0, sent, burst):
-        pdus += -(-min(burst, sent - start) // mrdsl)
-    return pdus
+def _one_pdu(conn: Connection, length: int) -> bool:
+    params = conn.conn_params
+    assert params is not None
+    return length <= params.max_recv_data_segment_length_initiator
 
 
 def _set_residual(pdu: P.ScsiResponse | P.DataIn, expected: int, wanted: int) -> None:
@@ -209,29 +209,30 @@ def _set_residual(pdu: P.ScsiResponse | P.DataIn, expected: int, wanted: int) ->
         pdu.overflow, pdu.residual = True, wanted - expected
 
 
-async def _send_data_in(
+def _send_data_in(
     conn: Connection, task: ScsiTask, data: memoryview, collapse: bool, wanted: int
-) -> None:
+) -> int:
     """Data-In PDUs of at most MaxRecvDataSegmentLength, F=1 at the end of each
-    MaxBurstLength sequence; the last one carries the status when ``collapse``."""
+    MaxBurstLength sequence; the last one carries the status when ``collapse``.
+    Returns the number of PDUs sent."""
     assert conn.conn_params is not None
     mrdsl = conn.conn_params.max_recv_data_segment_length_initiator
     burst = conn.session_params.max_burst_length
+    itt, lun = task.itt, task.cmd.lun
     datasn = 0
     total = len(data)
     for start in range(0, total, burst):
         end = min(start + burst, total)
         for off in range(start, end, mrdsl):
             last = min(off + mrdsl, end)
-            pdu = P.DataIn(itt=task.itt, lun=task.cmd.lun, datasn=datasn, offset=off)
-            pdu.data = data[off:last]
+            pdu = P.DataIn(itt=itt, lun=lun, datasn=datasn, offset=off, data=data[off:last])
             pdu.final = last == end
             if collapse and last == total:
                 pdu.has_status = True
                 _set_residual(pdu, task.cmd.expected_length, wanted)
             conn.send(pdu, status=pdu.has_status)
             datasn += 1
-        await conn.drain()
+    return datasn
 
 
 # ---------------------------------------------------------------- NOP, logout

@@ -51,29 +51,29 @@ class TaskOrdering:
 
     SIMPLE tasks run concurrently; an ORDERED task starts when every older
     task has ended and holds back every newer one until it ends;
-    HEAD OF QUEUE tasks start at once.  Tasks enter in CmdSN order.
+    HEAD OF QUEUE tasks start at once.  Tasks enter in CmdSN order, so
+    :meth:`waits` (what a new task must wait for) followed by :meth:`track`
+    (register it) keeps the order; both are O(1) for SIMPLE tasks.
     """
 
     _barrier: asyncio.Future[None] | None = None
-    _since_barrier: set[asyncio.Future[None]] = field(default_factory=set)
+    _active: set[asyncio.Future[None]] = field(default_factory=set)
 
-    def enter(self, attr: int) -> tuple[asyncio.Future[None], list[asyncio.Future[None]]]:
-        """Register a task; returns (its done future, the tasks it must wait for)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+    def waits(self, attr: int) -> list[asyncio.Future[None]]:
         if attr == TaskAttr.HEAD_OF_QUEUE:
-            return done, []
-        waits: list[asyncio.Future[None]] = []
-        if self._barrier is not None and not self._barrier.done():
-            waits.append(self._barrier)
+            return []
+        out = [] if self._barrier is None or self._barrier.done() else [self._barrier]
         if attr == TaskAttr.ORDERED:
-            waits += [f for f in self._since_barrier if not f.done()]
-            self._barrier = done
-            self._since_barrier = set()
-        else:
-            self._since_barrier = {f for f in self._since_barrier if not f.done()}
-            self._since_barrier.add(done)
-        return done, waits
+            out += self._active
+        return out
+
+    def track(self, attr: int, runner: asyncio.Future[None]) -> None:
+        if attr == TaskAttr.ORDERED:
+            self._barrier = runner
+            self._active.clear()
+        elif attr != TaskAttr.HEAD_OF_QUEUE:
+            self._active.add(runner)
+            runner.add_done_callback(self._active.discard)
 
 
 @dataclass(eq=False)

@@ -73,7 +73,7 @@ def _roundtrip(pdu: P.Pdu, hd: bool, dd: bool) -> P.Pdu:
     framer.feed(P.encode_bytes(pdu, header_digest=hd, data_digest=dd))
     frame = framer.next()
     assert frame is not None
-    assert framer.next() is None and not framer.buf
+    assert framer.next() is None and framer.pending() == 0
     return P.decode(*frame)
 
 
