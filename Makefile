@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo fmt clean
+.PHONY: install test check demo conformance fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c)
@@ -19,9 +19,12 @@ check: $(STAMP)     ## ruff lint, ruff format --check, mypy strict
 demo: $(STAMP)      ## serve a target and show it with libiscsi's tools
 	scripts/demo.sh
 
+conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, same run
+	.venv/bin/python -m reservoir.lab.compare_targets
+
 fmt: $(STAMP)
-	.venv/bin/ruff format reservoir agent tests
-	.venv/bin/ruff check --fix reservoir agent tests
+	.venv/bin/ruff format reservoir agent lab tests
+	.venv/bin/ruff check --fix reservoir agent lab tests
 
 clean:
-	rm -rf build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf build *.egg-info .mypy_cache .ruff_cache .pytest_cache agent/storage/*.so

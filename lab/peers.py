@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 LOCALHOST = "127.0.0.1"
 
@@ -71,31 +72,38 @@ def reservoir_command() -> list[str]:
 
 @dataclass
 class ReservoirTarget:
-    """``reservoir target serve`` in a child process; logs kept in ``log_path``."""
+    """``reservoir target serve`` in a child process, listening on ``portals``
+    ports of ``host`` (one portal group); logs kept in ``log_path``."""
 
     luns: Sequence[Path]
     iqn: str = "iqn.2026-11.org.reservoir:test"
     host: str = LOCALHOST
-    port: int = 0
+    portals: int = 1
     extra: Sequence[str] = ()
     log_path: Path | None = None
+    ports: list[int] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
-    _log: object = None
+    _log: BinaryIO | None = None
 
-    def url(self, lun: int = 0, user: str | None = None, secret: str | None = None) -> str:
-        cred = f"{user}%{secret}@" if user else ""
-        return f"iscsi://{cred}{self.host}:{self.port}/{self.iqn}/{lun}"
+    @property
+    def port(self) -> int:
+        return self.ports[0]
+
+    def url(self, lun: int = 0, portal: int = 0) -> str:
+        return f"iscsi://{self.host}:{self.ports[portal]}/{self.iqn}/{lun}"
 
     def __enter__(self) -> ReservoirTarget:
-        self.port = self.port or free_port(self.host)
-        cmd = [*reservoir_command(), "target", "serve", "--portal", f"{self.host}:{self.port}"]
+        self.ports = [free_port(self.host) for _ in range(self.portals)]
+        cmd = [*reservoir_command(), "target", "serve"]
+        cmd += [a for port in self.ports for a in ("--portal", f"{self.host}:{port}")]
         cmd += ["--iqn", self.iqn, *(a for p in self.luns for a in ("--lun", str(p)))]
         cmd += list(self.extra)
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self._log = log
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+        self._log = open(self.log_path, "ab") if self.log_path else None
+        out = self._log or subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=out)
         try:
-            wait_port(self.host, self.port, proc=self.proc)
+            for port in self.ports:
+                wait_port(self.host, port, proc=self.proc)
         except PeerError:
             self.__exit__(None, None, None)
             raise
@@ -109,23 +117,29 @@ class ReservoirTarget:
     ) -> None:
         if self.proc is not None:
             stop_process(self.proc)
-        if hasattr(self._log, "close"):
+        if self._log is not None:
             self._log.close()
 
 
 @dataclass
 class Tgtd:
-    """tgtd on a private control port, one target with one file LUN."""
+    """tgtd on a private control port, one target with one file LUN, listening on
+    ``portals`` ports of ``host``."""
 
     backing: Path
     iqn: str = "iqn.2026-11.org.reservoir:tgt"
     host: str = LOCALHOST
-    port: int = 0
+    portals: int = 1
+    ports: list[int] = field(default_factory=list)
     control: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
-    def url(self, lun: int = 1) -> str:
-        return f"iscsi://{self.host}:{self.port}/{self.iqn}/{lun}"
+    @property
+    def port(self) -> int:
+        return self.ports[0]
+
+    def url(self, lun: int = 1, portal: int = 0) -> str:
+        return f"iscsi://{self.host}:{self.ports[portal]}/{self.iqn}/{lun}"
 
     def _adm(self, *args: str, check: bool = True) -> None:
         cmd = ["tgtadm", "-C", str(self.control), "--lld", "iscsi", *args]
@@ -136,12 +150,16 @@ class Tgtd:
     def __enter__(self) -> Tgtd:
         if shutil.which("tgtd") is None:
             raise PeerError("tgtd is not installed (Debian package tgt)")
-        self.port = self.port or free_port(self.host)
+        self.ports = [free_port(self.host) for _ in range(self.portals)]
         self.control = self.control or (self.port % 1000) + 100
         cmd = ["tgtd", "-f", "-C", str(self.control), "--iscsi", f"portal={self.host}:{self.port}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_port(self.host, self.port, proc=self.proc)
+            for port in self.ports[1:]:
+                self._adm(
+                    "--mode", "portal", "--op", "new", "--param", f"portal={self.host}:{port}"
+                )
             self._adm("--mode", "target", "--op", "new", "--tid", "1", "-T", self.iqn)
             self._adm("--mode", "logicalunit", "--op", "new", "--tid", "1", "--lun", "1",
                       "-b", str(self.backing))  # fmt: skip

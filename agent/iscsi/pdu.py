@@ -997,4 +997,3 @@ def _split_frame(
         ahs = bytes(frame[BHS_LEN:head_end]) if ahs_len else b""
         data = bytes(frame[data_start : data_start + data_len]) if data_len else b""
     return bhs, ahs, data
-

@@ -47,7 +47,9 @@ class Connection(asyncio.Protocol):
         self.tasks: dict[int, ScsiTask] = {}
         self.failed_itts: deque[int] = deque(maxlen=64)  # writes ended on a Data-Out error
         self.pending_text = b""
-        self._out: list[P.Buffer] = []  # PDUs sent in this loop iteration, not yet written  # the rest of a long Text Response (continuation)
+        self._out: list[
+            P.Buffer
+        ] = []  # PDUs sent in this loop iteration, not yet written  # the rest of a long Text Response (continuation)
         self._ttt = itertools.count(1)
         self._writable = asyncio.Event()
         self._writable.set()
@@ -152,7 +154,9 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._flush)
         self._out += P.encode(pdu, header_digest=hd, data_digest=dd)
 
-    def send_read_data(self, itt: int, lun: bytes, data: memoryview, flags: int, residual: int) -> None:
+    def send_read_data(
+        self, itt: int, lun: bytes, data: memoryview, flags: int, residual: int
+    ) -> None:
         """A read's only Data-In PDU, status collapsed: the hot path of small reads.
 
         ``flags`` are the DATA_IN_* overflow/underflow bits.

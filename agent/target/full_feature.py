@@ -177,6 +177,9 @@ def _fail_task(conn: Connection, task: ScsiTask, ascq: int) -> None:
 def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
     """Data-In (status collapsed into the last one when GOOD), else a SCSI Response."""
     cmd = task.cmd
+    if cmd.write and not cmd.read:
+        _send_write_status(conn, task, result)
+        return
     wanted = len(result.data_in)
     expected = cmd.expected_length if cmd.read else 0
     sent = min(wanted, expected)
@@ -191,6 +194,19 @@ def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> N
             return
     response = P.ScsiResponse(itt=cmd.itt, status=result.status, expdatasn=pdus)
     _set_residual(response, expected, wanted)
+    if result.sense:
+        response.data = len(result.sense).to_bytes(2, "big") + result.sense
+    conn.send(response)
+
+
+def _send_write_status(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
+    """A write's SCSI Response; the residual compares the Data-Out the CDB asked
+    for with the Expected Data Transfer Length (RFC 7143 §11.4.5)."""
+    session = conn.session
+    assert session is not None and session.luns is not None
+    cmd = task.cmd
+    response = P.ScsiResponse(itt=cmd.itt, status=result.status)
+    _set_residual(response, cmd.expected_length, session.luns.data_out_length(task.lun, cmd.cdb))
     if result.sense:
         response.data = len(result.sense).to_bytes(2, "big") + result.sense
     conn.send(response)
