@@ -677,7 +677,7 @@ class DataIn(_TargetPdu):
         )
 
 
-def data_in_header(
+def data_in_header(  # noqa: PLR0917 - positional: the hot path of every read
     b1: int, status: int, lun: bytes, itt: int, ttt: int, statsn: int, expcmdsn: int,
     maxcmdsn: int, datasn: int, offset: int, residual: int, data_len: int,
 ) -> bytes:  # fmt: skip

@@ -46,10 +46,8 @@ class Connection(asyncio.Protocol):
         self.login: LoginPhase | None = LoginPhase(self)
         self.tasks: dict[int, ScsiTask] = {}
         self.failed_itts: deque[int] = deque(maxlen=64)  # writes ended on a Data-Out error
-        self.pending_text = b""
-        self._out: list[
-            P.Buffer
-        ] = []  # PDUs sent in this loop iteration, not yet written  # the rest of a long Text Response (continuation)
+        self.pending_text = b""  # the rest of a long Text Response (continuation)
+        self._out: list[P.Buffer] = []  # PDUs sent in this loop iteration, not yet written
         self._ttt = itertools.count(1)
         self._writable = asyncio.Event()
         self._writable.set()
