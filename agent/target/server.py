@@ -103,7 +103,7 @@ class TargetServer:
         units: dict[int, scsi.LogicalUnit] = {}
         for lun in target.luns:
             volume = await storage.open_volume(
-                lun.path, read_only=lun.read_only, engine=self.engine
+                lun.path, read_only=lun.read_only, engine=self.engine, direct=lun.direct
             )
             self._volumes.append(volume)
             units[lun.id] = scsi.LogicalUnit(
