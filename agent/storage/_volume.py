@@ -115,7 +115,7 @@ class Volume:
         if offset < 0 or length <= 0 or offset + length > self.size or self._h.closed:
             self._check("read", offset, length)  # raises, unless length is 0
             return b""
-        if self._nowait and length <= NOWAIT_MAX and not self.direct:
+        if self._nowait and length <= NOWAIT_MAX and not self.direct and not self._engine.closed:
             cached = self._read_cached(offset, length)
             if cached is not None:
                 return cached

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from reservoir.agent import scsi
 from reservoir.agent.iscsi import pdu as P
-from reservoir.agent.target import discovery, tmf
+from reservoir.agent.target import discovery, eager, tmf
 from reservoir.agent.target.tasks import DataOutError, ScsiTask
 
 if TYPE_CHECKING:
@@ -112,9 +112,9 @@ def _start_command(conn: Connection, cmd: P.ScsiCommand) -> None:
     if task is None or task.aborted or conn.session is None:
         return
     ordering = conn.session.ordering
-    waits = ordering.waits(cmd.attr)
-    task.runner = asyncio.get_running_loop().create_task(_run(conn, task, waits))
-    ordering.track(cmd.attr, task.runner)
+    task.runner = eager.start(_run(conn, task, ordering.waits(cmd.attr)))
+    if task.runner is not None:
+        ordering.track(cmd.attr, task.runner)
 
 
 async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None]]) -> None:
