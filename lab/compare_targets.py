@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,27 +77,40 @@ def conformance(work: Path) -> dict[str, TestCuResult]:
     return results
 
 
-def perf(work: Path, seconds: int) -> dict[str, dict[str, PerfResult]]:
+def perf(work: Path, seconds: int, rounds: int) -> dict[str, dict[str, PerfResult]]:
+    """Each workload ``rounds`` times per target, the targets taking turns (the
+    machine is noisy); the median round is kept."""
     backing = work / "perf.img"
     with open(backing, "wb") as f:
         for _ in range(PERF_FILE >> 20):
             f.write(bytes(range(256)) * 4096)
-    out: dict[str, dict[str, PerfResult]] = {}
-    for name in ("tgt", "reservoir"):
-        with _targets(backing, work)[name] as target:
-            url = _urls(target)[0]
-            out[name] = {
-                "seq_128k_qd32": run_iscsi_perf(url, blocks=256, depth=32, seconds=seconds),
-                "rand_4k_qd32": run_iscsi_perf(
-                    url, blocks=8, depth=32, random=True, seconds=seconds
-                ),
-            }
-        print(
-            f"  {name:10s} sequential 128 KiB: {out[name]['seq_128k_qd32'].mb_per_s:7.0f} MB/s"
-            f"   random 4 KiB: {out[name]['rand_4k_qd32'].iops:8.0f} IOPS",
-            flush=True,
-        )
-    return out
+        f.flush()
+        os.fsync(f.fileno())  # no writeback running under the measurement
+    runs: dict[str, dict[str, list[PerfResult]]] = {"tgt": {}, "reservoir": {}}
+    for _ in range(rounds):
+        for name in ("tgt", "reservoir"):
+            with _targets(backing, work)[name] as target:
+                url = _urls(target)[0]
+                seq = run_iscsi_perf(url, blocks=256, depth=32, seconds=seconds)
+                rnd = run_iscsi_perf(url, blocks=8, depth=32, random=True, seconds=seconds)
+            runs[name].setdefault("seq_128k_qd32", []).append(seq)
+            runs[name].setdefault("rand_4k_qd32", []).append(rnd)
+            print(
+                f"  {name:10s} sequential 128 KiB: {seq.mb_per_s:7.0f} MB/s"
+                f"   random 4 KiB: {rnd.iops:8.0f} IOPS",
+                flush=True,
+            )
+    return {
+        name: {
+            "seq_128k_qd32": _median(m["seq_128k_qd32"], lambda r: r.mb_per_s),
+            "rand_4k_qd32": _median(m["rand_4k_qd32"], lambda r: r.iops),
+        }
+        for name, m in runs.items()
+    }
+
+
+def _median(results: list[PerfResult], key: Callable[[PerfResult], float]) -> PerfResult:
+    return sorted(results, key=key)[len(results) // 2]
 
 
 def report_conformance(results: dict[str, TestCuResult]) -> None:
@@ -114,12 +129,16 @@ def report_perf(out: dict[str, dict[str, PerfResult]]) -> None:
     ours, tgt = out["reservoir"], out["tgt"]
     seq = ours["seq_128k_qd32"].mb_per_s / max(tgt["seq_128k_qd32"].mb_per_s, 1e-9)
     rnd = ours["rand_4k_qd32"].iops / max(tgt["rand_4k_qd32"].iops, 1e-9)
-    print(f"\nratio reservoir/tgt: sequential 128 KiB x32 {seq:.2f}, random 4 KiB x32 {rnd:.2f}")
+    print(
+        f"\nmedian ratio reservoir/tgt: sequential 128 KiB x32 {seq:.2f},"
+        f" random 4 KiB x32 {rnd:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--perf-seconds", type=int, default=10)
+    parser.add_argument("--perf-rounds", type=int, default=3)
     parser.add_argument("--skip-conformance", action="store_true")
     parser.add_argument("--skip-perf", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -136,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                 for k, r in results.items()
             }
         if not args.skip_perf:
-            print("\niscsi-perf, same 1 GiB backing file:", flush=True)
-            out = perf(work, args.perf_seconds)
+            print("\niscsi-perf, same 1 GiB backing file, targets taking turns:", flush=True)
+            out = perf(work, args.perf_seconds, args.perf_rounds)
             report_perf(out)
             figures.perf = {
                 k: {m: r.mb_per_s if m.startswith("seq") else r.iops for m, r in v.items()}
