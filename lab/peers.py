@@ -161,8 +161,18 @@ class Tgtd:
                     "--mode", "portal", "--op", "new", "--param", f"portal={self.host}:{port}"
                 )
             self._adm("--mode", "target", "--op", "new", "--tid", "1", "-T", self.iqn)
-            self._adm("--mode", "logicalunit", "--op", "new", "--tid", "1", "--lun", "1",
-                      "-b", str(self.backing))  # fmt: skip
+            self._adm(
+                "--mode",
+                "logicalunit",
+                "--op",
+                "new",
+                "--tid",
+                "1",
+                "--lun",
+                "1",
+                "-b",
+                str(self.backing),
+            )
             self._adm("--mode", "target", "--op", "bind", "--tid", "1", "-I", "ALL")
         except PeerError:
             self.__exit__(None, None, None)
@@ -257,8 +267,9 @@ class PerfResult:
     output: str
 
 
-def run_iscsi_perf(url: str, *, blocks: int, depth: int = 32, random: bool = False,
-                   seconds: int = 10) -> PerfResult:  # fmt: skip
+def run_iscsi_perf(
+    url: str, *, blocks: int, depth: int = 32, random: bool = False, seconds: int = 10
+) -> PerfResult:
     """iscsi-perf for ``seconds`` (it runs until interrupted): the last rate line it printed."""
     cmd = ["iscsi-perf", "-b", str(blocks), "-m", str(depth), *(["-r"] if random else []), url]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

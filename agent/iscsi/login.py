@@ -341,8 +341,9 @@ class LoginNegotiator:
             raise _fail(LoginStatus.INITIATOR_ERROR, f"invalid CSG {req.csg}")
         if req.cont and req.transit:
             raise _fail(LoginStatus.INITIATOR_ERROR, "C and T bits both set")
-        if req.transit and (req.nsg not in (Stage.OPERATIONAL, Stage.FULL_FEATURE)
-                            or req.nsg <= req.csg):  # fmt: skip
+        if req.transit and (
+            req.nsg not in (Stage.OPERATIONAL, Stage.FULL_FEATURE) or req.nsg <= req.csg
+        ):
             raise _fail(LoginStatus.INITIATOR_ERROR, f"invalid transition {req.csg}->{req.nsg}")
         if self._stage is None:
             self._stage = Stage(req.csg)

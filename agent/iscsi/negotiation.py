@@ -264,10 +264,18 @@ _COMPUTED_OURS: dict[str, Ours] = {
 
 def _session_specs() -> list[KeySpec]:
     return [
-        KeySpec(name, kind, default, lo, hi, True, not in_discovery,
-                _COMPUTED_OURS[name] if not attribute else _limit(attribute))
+        KeySpec(
+            name,
+            kind,
+            default,
+            lo,
+            hi,
+            True,
+            not in_discovery,
+            _COMPUTED_OURS[name] if not attribute else _limit(attribute),
+        )
         for name, kind, default, lo, hi, attribute, in_discovery in _SESSION_KEYS
-    ]  # fmt: skip
+    ]
 
 
 def _spec_list() -> list[KeySpec]:
@@ -283,14 +291,20 @@ def _spec_list() -> list[KeySpec]:
         *(KeySpec(key, Kind.SECURITY) for key in SECURITY_KEYS),
         KeySpec("HeaderDigest", Kind.LIST, "None", ours=_limit("header_digest")),
         KeySpec("DataDigest", Kind.LIST, "None", ours=_limit("data_digest")),
-        KeySpec("MaxRecvDataSegmentLength", Kind.DECLARED, "8192", 512, _MDS,
-                ours=_limit("max_recv_data_segment_length")),
+        KeySpec(
+            "MaxRecvDataSegmentLength",
+            Kind.DECLARED,
+            "8192",
+            512,
+            _MDS,
+            ours=_limit("max_recv_data_segment_length"),
+        ),
         *_session_specs(),
         KeySpec("IFMarker", Kind.OBSOLETE_NO, "No"),
         KeySpec("OFMarker", Kind.OBSOLETE_NO, "No"),
         KeySpec("IFMarkInt", Kind.OBSOLETE_IRRELEVANT),
         KeySpec("OFMarkInt", Kind.OBSOLETE_IRRELEVANT),
-    ]  # fmt: skip
+    ]
 
 
 SECURITY_KEYS = ("AuthMethod", "CHAP_A", "CHAP_I", "CHAP_C", "CHAP_N", "CHAP_R")

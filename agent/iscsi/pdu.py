@@ -652,9 +652,19 @@ class DataIn(_TargetPdu):
         status = self.status if self.has_status else 0
         statsn = self.statsn if self.has_status else 0
         return data_in_header(
-            b1, status, self.lun, self.itt, self.ttt, statsn, self.expcmdsn, self.maxcmdsn,
-            self.datasn, self.offset, self.residual, len(self.data),
-        )  # fmt: skip
+            b1,
+            status,
+            self.lun,
+            self.itt,
+            self.ttt,
+            statsn,
+            self.expcmdsn,
+            self.maxcmdsn,
+            self.datasn,
+            self.offset,
+            self.residual,
+            len(self.data),
+        )
 
     @classmethod
     def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
@@ -678,14 +688,36 @@ class DataIn(_TargetPdu):
 
 
 def data_in_header(  # noqa: PLR0917 - positional: the hot path of every read
-    b1: int, status: int, lun: bytes, itt: int, ttt: int, statsn: int, expcmdsn: int,
-    maxcmdsn: int, datasn: int, offset: int, residual: int, data_len: int,
-) -> bytes:  # fmt: skip
+    b1: int,
+    status: int,
+    lun: bytes,
+    itt: int,
+    ttt: int,
+    statsn: int,
+    expcmdsn: int,
+    maxcmdsn: int,
+    datasn: int,
+    offset: int,
+    residual: int,
+    data_len: int,
+) -> bytes:
     """The BHS of a Data-In PDU from its raw fields: the read path's fast encoder."""
     return _BHS.pack(
-        0x25, b1, 0, status, data_len, lun, itt, ttt, statsn, expcmdsn, maxcmdsn,
-        datasn, offset, residual,
-    )  # fmt: skip
+        0x25,
+        b1,
+        0,
+        status,
+        data_len,
+        lun,
+        itt,
+        ttt,
+        statsn,
+        expcmdsn,
+        maxcmdsn,
+        datasn,
+        offset,
+        residual,
+    )
 
 
 DATA_IN_FINAL = 0x80

@@ -198,10 +198,7 @@ def _target_from(raw: dict[str, Any]) -> Target:
     return Target(
         iqn=str(raw["iqn"]),
         alias=raw.get("alias"),
-        luns=[
-            Lun(int(x["id"]), str(x["path"]), bool(x.get("read_only", False)))
-            for x in raw.get("lun", [])
-        ],
+        luns=[_lun_from(x) for x in raw.get("lun", [])],
         allow=[str(a) for a in raw.get("allow", [])],
         chap=Chap(str(chap["user"]), str(chap["secret"])) if chap else None,
         mutual_chap=Chap(str(mutual["user"]), str(mutual["secret"])) if mutual else None,

@@ -166,9 +166,19 @@ class Connection(asyncio.Protocol):
         self.statsn = (statsn + 1) & 0xFFFFFFFF
         b1 = P.DATA_IN_FINAL | P.DATA_IN_STATUS | flags
         header = P.data_in_header(
-            b1, 0, lun, itt, P.RESERVED_TAG, statsn, session.exp_cmdsn, session.max_cmdsn,
-            0, 0, residual, len(data),
-        )  # fmt: skip
+            b1,
+            0,
+            lun,
+            itt,
+            P.RESERVED_TAG,
+            statsn,
+            session.exp_cmdsn,
+            session.max_cmdsn,
+            0,
+            0,
+            residual,
+            len(data),
+        )
         params = self.conn_params
         assert params is not None
         if not self._out:

@@ -120,8 +120,12 @@ class LoginPhase:
         who = (neg.initiator_name if neg else None) or "unknown initiator"
         log.warning(
             "login of %s from %s refused (status %02x%02x): %s",
-            who, self.conn.peer, reply.status_class, reply.status_detail, why,
-        )  # fmt: skip
+            who,
+            self.conn.peer,
+            reply.status_class,
+            reply.status_detail,
+            why,
+        )
         response = self._reply_pdu(pdu, reply)
         response.tsih = 0
         self.conn.send(response)
@@ -153,10 +157,14 @@ class LoginPhase:
         conn.login_complete(session, neg.connection_params)
         log.info(
             "login: %s from %s to %s (session %#x, connection %d of %d%s)",
-            session.initiator_name, conn.peer, session.target_name or "discovery",
-            session.tsih, len(session.connections), session.params.max_connections,
+            session.initiator_name,
+            conn.peer,
+            session.target_name or "discovery",
+            session.tsih,
+            len(session.connections),
+            session.params.max_connections,
             f", CHAP user {neg.authenticated_user}" if neg.authenticated_user else "",
-        )  # fmt: skip
+        )
 
 
 def _view(pdu: P.LoginRequest) -> LoginRequestView:

@@ -116,9 +116,13 @@ class TargetServer:
             )
             log.info(
                 "%s LUN %d: %s (%d bytes, %s, %s)",
-                target.iqn, lun.id, lun.path, volume.size, volume.kind,
+                target.iqn,
+                lun.id,
+                lun.path,
+                volume.size,
+                volume.kind,
                 "read-only" if lun.read_only else "read-write",
-            )  # fmt: skip
+            )
         return scsi.LunTable(units)
 
     def bound_ports(self) -> list[int]:

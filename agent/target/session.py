@@ -112,8 +112,11 @@ class Session:
         if not self.in_window(cmdsn):
             log.warning(
                 "session %#x: CmdSN %d outside window [%d, %d], dropped",
-                self.tsih, cmdsn, self.exp_cmdsn, self.max_cmdsn,
-            )  # fmt: skip
+                self.tsih,
+                cmdsn,
+                self.exp_cmdsn,
+                self.max_cmdsn,
+            )
             return
         if cmdsn != self.exp_cmdsn:
             self._held[cmdsn] = (conn, pdu)

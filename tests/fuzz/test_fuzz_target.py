@@ -71,26 +71,46 @@ cdbs = st.one_of(
 )
 pdus = st.one_of(
     st.builds(
-        P.ScsiCommand, itt=u32, cmdsn=st.integers(0, 40), read=st.booleans(),
-        write=st.booleans(), final=st.booleans(), expected_length=st.integers(0, 70000),
-        cdb=cdbs, data=st.binary(max_size=1024), attr=st.integers(0, 7),
+        P.ScsiCommand,
+        itt=u32,
+        cmdsn=st.integers(0, 40),
+        read=st.booleans(),
+        write=st.booleans(),
+        final=st.booleans(),
+        expected_length=st.integers(0, 70000),
+        cdb=cdbs,
+        data=st.binary(max_size=1024),
+        attr=st.integers(0, 7),
     ),
     st.builds(
-        P.DataOut, itt=u32, ttt=u32, offset=st.integers(0, 70000), datasn=small,
-        data=st.binary(max_size=1024), final=st.booleans(),
+        P.DataOut,
+        itt=u32,
+        ttt=u32,
+        offset=st.integers(0, 70000),
+        datasn=small,
+        data=st.binary(max_size=1024),
+        final=st.booleans(),
     ),
     st.builds(P.NopOut, itt=u32, ttt=u32, cmdsn=st.integers(0, 40), immediate=st.booleans()),
     st.builds(
-        P.TaskMgmtRequest, function=st.integers(1, 20), ref_task_tag=u32,
-        cmdsn=st.integers(0, 40), immediate=st.booleans(),
+        P.TaskMgmtRequest,
+        function=st.integers(1, 20),
+        ref_task_tag=u32,
+        cmdsn=st.integers(0, 40),
+        immediate=st.booleans(),
     ),
-    st.builds(P.TextRequest, itt=u32, ttt=u32, data=st.sampled_from(
-        [b"SendTargets=All\0", b"SendTargets=\0", b"Bogus=1\0", b"\xff\xfe", b"=\0"]
-    )),
+    st.builds(
+        P.TextRequest,
+        itt=u32,
+        ttt=u32,
+        data=st.sampled_from(
+            [b"SendTargets=All\0", b"SendTargets=\0", b"Bogus=1\0", b"\xff\xfe", b"=\0"]
+        ),
+    ),
     st.builds(P.SnackRequest, itt=u32),
     st.builds(P.LoginRequest, itt=u32),
     st.builds(P.LogoutRequest, reason=st.integers(0, 3), cid=st.integers(0, 2)),
-)  # fmt: skip
+)
 
 
 @st.composite

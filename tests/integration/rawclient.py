@@ -125,9 +125,13 @@ class RawClient:
         ops.append(("DataDigest", "CRC32C" if self.data_digest else "None"))
         ops.append(("MaxRecvDataSegmentLength", "262144"))
         if not self.tsih:  # leading-only keys go on the leading connection alone
-            ops += keys or [("ImmediateData", "Yes"), ("InitialR2T", "No"),
-                            ("MaxBurstLength", "1048576"), ("FirstBurstLength", "262144"),
-                            ("MaxConnections", "4")]  # fmt: skip
+            ops += keys or [
+                ("ImmediateData", "Yes"),
+                ("InitialR2T", "No"),
+                ("MaxBurstLength", "1048576"),
+                ("FirstBurstLength", "262144"),
+                ("MaxConnections", "4"),
+            ]
         answer = self._login_step(first + ops, csg=1, nsg=3, transit=True, cid=cid)
         while not (answer.transit and answer.nsg == 3):
             answer = self._login_step([], csg=1, nsg=3, transit=True, cid=cid)
@@ -138,15 +142,19 @@ class RawClient:
         return answer
 
     def _security(
-        self, first: list[tuple[str, str]], chap: tuple[str, str],
-        mutual: tuple[str, str] | None, cid: int,
-    ) -> None:  # fmt: skip
+        self,
+        first: list[tuple[str, str]],
+        chap: tuple[str, str],
+        mutual: tuple[str, str] | None,
+        cid: int,
+    ) -> None:
         initiator = ChapInitiator(ChapSecret(*chap), ChapSecret(*mutual) if mutual else None)
         self._login_step(
             [*first, ("AuthMethod", "CHAP,None")], csg=0, nsg=1, transit=False, cid=cid
         )
-        answer = self._login_step([("CHAP_A", initiator.algorithms_offer())], csg=0, nsg=1,
-                                  transit=False, cid=cid)  # fmt: skip
+        answer = self._login_step(
+            [("CHAP_A", initiator.algorithms_offer())], csg=0, nsg=1, transit=False, cid=cid
+        )
         reply = initiator.respond(dict(parse_text(bytes(answer.data))))
         answer = self._login_step(reply, csg=0, nsg=1, transit=True, cid=cid)
         if mutual:
@@ -156,9 +164,17 @@ class RawClient:
         self, pairs: list[tuple[str, str]], *, csg: int, nsg: int, transit: bool, cid: int
     ) -> P.LoginResponse:
         request = P.LoginRequest(
-            transit=transit, csg=csg, nsg=nsg, isid=self.isid, tsih=self.tsih, cid=cid,
-            itt=self.itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, data=encode_text(pairs),
-        )  # fmt: skip
+            transit=transit,
+            csg=csg,
+            nsg=nsg,
+            isid=self.isid,
+            tsih=self.tsih,
+            cid=cid,
+            itt=self.itt,
+            cmdsn=self.cmdsn,
+            expstatsn=self.expstatsn,
+            data=encode_text(pairs),
+        )
         self.send_raw(P.encode_bytes(request))
         answer = self.recv()
         assert isinstance(answer, P.LoginResponse), answer
@@ -176,10 +192,16 @@ class RawClient:
         the rest as R2Ts ask), ``read`` bytes expected."""
         itt = self.next_itt()
         cmd = P.ScsiCommand(
-            itt=itt, cmdsn=self.cmdsn, expstatsn=self.expstatsn, lun=encode_lun(lun), cdb=cdb,
-            read=read > 0, write=bool(data), expected_length=read or len(data),
+            itt=itt,
+            cmdsn=self.cmdsn,
+            expstatsn=self.expstatsn,
+            lun=encode_lun(lun),
+            cdb=cdb,
+            read=read > 0,
+            write=bool(data),
+            expected_length=read or len(data),
             data=data[:immediate],
-        )  # fmt: skip
+        )
         self.cmdsn += 1
         self.send(cmd)
         return self._collect(itt, lun, data)
@@ -205,9 +227,18 @@ class RawClient:
         end = r2t.offset + r2t.length
         for datasn, off in enumerate(range(r2t.offset, end, mrdsl)):
             chunk = data[off : min(off + mrdsl, end)]
-            self.send(P.DataOut(itt=r2t.itt, ttt=r2t.ttt, lun=encode_lun(lun), datasn=datasn,
-                                offset=off, data=chunk, final=off + len(chunk) >= end,
-                                expstatsn=self.expstatsn))  # fmt: skip
+            self.send(
+                P.DataOut(
+                    itt=r2t.itt,
+                    ttt=r2t.ttt,
+                    lun=encode_lun(lun),
+                    datasn=datasn,
+                    offset=off,
+                    data=chunk,
+                    final=off + len(chunk) >= end,
+                    expstatsn=self.expstatsn,
+                )
+            )
 
     def clear_unit_attention(self, lun: int = 0) -> None:
         """TEST UNIT READY until GOOD: a new I_T nexus first sees POWER ON (29/00)."""

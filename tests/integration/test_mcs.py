@@ -28,10 +28,19 @@ def _join(target: ReservoirTarget, leading: RawClient, cid: int) -> RawClient:
 
 def _write_ordered(conn: RawClient, cmdsn: int, itt: int, lba: int, data: bytes) -> None:
     cdb = struct.pack(">BBIBHB", 0x2A, 0, lba, 0, len(data) // BLOCK, 0)
-    conn.send(P.ScsiCommand(
-        itt=itt, cmdsn=cmdsn, expstatsn=conn.expstatsn, lun=encode_lun(0), cdb=cdb, write=True,
-        expected_length=len(data), data=data, attr=P.TaskAttr.ORDERED,
-    ))  # fmt: skip
+    conn.send(
+        P.ScsiCommand(
+            itt=itt,
+            cmdsn=cmdsn,
+            expstatsn=conn.expstatsn,
+            lun=encode_lun(0),
+            cdb=cdb,
+            write=True,
+            expected_length=len(data),
+            data=data,
+            attr=P.TaskAttr.ORDERED,
+        )
+    )
 
 
 def test_four_connections_join_one_session(target: ReservoirTarget) -> None:

@@ -1,0 +1,109 @@
+"""Target behaviour seen from the wire: pings, asynchronous logout, configured targets."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from reservoir.agent.iscsi import pdu as P
+from reservoir.lab.peers import (
+    ReservoirTarget,
+    free_port,
+    reservoir_command,
+    stop_process,
+    wait_port,
+)
+
+from .conftest import IQN, need_tool
+from .rawclient import RawClient
+
+pytestmark = pytest.mark.integration
+
+
+def _pinging_target(tmp_path: Path, lun_file: Path, interval: str) -> ReservoirTarget:
+    return ReservoirTarget(
+        [lun_file], iqn=IQN, log_path=tmp_path / "t.log", extra=["--nop-interval", interval]
+    )
+
+
+def test_target_pings_an_idle_initiator_with_nop_in(tmp_path: Path, lun_file: Path) -> None:
+    with (
+        _pinging_target(tmp_path, lun_file, "0.3") as target,
+        RawClient(target.host, target.port) as c,
+    ):
+        c.login(IQN)
+        ping = c.recv()
+        assert isinstance(ping, P.NopIn)
+        assert ping.itt == P.RESERVED_TAG and ping.ttt != P.RESERVED_TAG
+        c.send(P.NopOut(itt=P.RESERVED_TAG, ttt=ping.ttt, immediate=True, cmdsn=c.cmdsn))
+        assert isinstance(c.recv(), P.NopIn)  # the next ping: the connection lives on
+
+
+def test_silent_initiator_is_disconnected_after_a_ping(tmp_path: Path, lun_file: Path) -> None:
+    with (
+        _pinging_target(tmp_path, lun_file, "0.3") as target,
+        RawClient(target.host, target.port) as c,
+    ):
+        c.login(IQN)
+        started = time.monotonic()
+        assert c.closed_by_target()
+        assert time.monotonic() - started < 3
+    assert "no answer to NOP-In ping" in (tmp_path / "t.log").read_text()
+
+
+def test_stopping_target_asks_initiators_to_log_out(tmp_path: Path, lun_file: Path) -> None:
+    with (
+        _pinging_target(tmp_path, lun_file, "0") as target,
+        RawClient(target.host, target.port) as c,
+    ):
+        c.login(IQN)
+        assert target.proc is not None
+        target.proc.terminate()
+        message = c.recv()
+        assert isinstance(message, P.AsyncMessage)
+        assert message.event == P.AsyncEvent.LOGOUT_REQUEST
+        assert c.closed_by_target()
+        assert target.proc.wait(10) == 0
+
+
+def test_configured_targets_each_show_their_luns(tmp_path: Path) -> None:
+    need_tool("iscsi-ls")
+    config = tmp_path / "t.toml"
+    port = free_port()
+    disks = []
+    for i in range(4):
+        disk = tmp_path / f"d{i}.img"
+        disk.write_bytes(bytes(1 << 20))
+        disks.append(disk)
+    run = [*reservoir_command(), "target"]
+    steps = [["portal", "add", f"127.0.0.1:{port}"]]
+    for t in ("a", "b"):
+        iqn = f"iqn.2026-11.org.reservoir:{t}"
+        steps.append(["add", iqn])
+        steps += [["lun", "add", iqn, str(disks.pop())] for _ in range(2)]
+    for step in steps:
+        subprocess.run(
+            [*run, step[0], "--config", str(config), *step[1:]], check=True, capture_output=True
+        )
+    proc = subprocess.Popen(
+        [*run, "serve", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port("127.0.0.1", port, proc=proc)
+        out = subprocess.run(
+            ["iscsi-ls", "-s", f"iscsi://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    finally:
+        stop_process(proc)
+    for t in ("a", "b"):
+        block = out.split(f"Target:iqn.2026-11.org.reservoir:{t}")[1].split("Target:")[0]
+        assert "Lun:0" in block and "Lun:1" in block
