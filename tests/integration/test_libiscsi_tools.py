@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.lab import loopdev
 from reservoir.lab.peers import ReservoirTarget
 
 from .conftest import IQN, LUN_SIZE, need_tool
@@ -64,3 +65,28 @@ def test_file_lun_written_and_read_back_compares_by_hash(
         f.seek(2048 * 512)
         on_disk = f.read(len(payload))
     assert hashlib.sha256(on_disk).digest() == hashlib.sha256(payload).digest()
+
+
+def test_loop_device_lun_is_served_and_written_through(tmp_path: Path) -> None:
+    image = tmp_path / "backing.img"
+    with open(image, "wb") as f:
+        f.truncate(32 << 20)
+    try:
+        with loopdev.loop_device(image, sector_size=4096) as dev:
+            _serve_block_device(tmp_path, Path(dev))
+    except loopdev.LoopUnavailable as exc:
+        pytest.skip(str(exc))
+    payload = image.read_bytes()[8 * 4096 : 8 * 4096 + 65536]
+    assert payload == bytes(range(256)) * 256
+
+
+def _serve_block_device(tmp_path: Path, dev: Path) -> None:
+    with ReservoirTarget([dev], iqn=IQN, log_path=tmp_path / "t.log") as target:
+        assert "BLOCK LENGTH IN BYTES:4096" in _run("iscsi-readcapacity16", target.url())
+        with RawClient(target.host, target.port) as client:
+            client.login(IQN)
+            client.clear_unit_attention()
+            data = bytes(range(256)) * 256
+            assert client.scsi(write16(8, 16), data=data, immediate=len(data)).status == 0
+            assert client.scsi(bytes([0x35]) + bytes(9)).status == 0  # SYNCHRONIZE CACHE(10)
+            assert client.scsi(read16(8, 16), read=len(data)).data == data

@@ -6,8 +6,6 @@ import asyncio
 import errno
 import os
 import random
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,23 +18,10 @@ from reservoir.agent.storage import (
     open_engine,
     open_volume,
 )
+from reservoir.lab import loopdev
 
 MiB = 1 << 20
 SIZE = 16 * MiB
-
-
-def attach(image: Path, sector_size: int) -> str:
-    """losetup the image; skips the test where loop devices cannot be used."""
-    if shutil.which("losetup") is None:
-        pytest.skip("losetup is not installed")
-    cmd = ["losetup", "--find", "--show", "--sector-size", str(sector_size), str(image)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"losetup failed to run: {exc}")
-    if proc.returncode != 0:
-        pytest.skip(f"losetup not permitted here: {proc.stderr.strip() or proc.returncode}")
-    return proc.stdout.strip()
 
 
 @pytest.fixture(params=[512, 4096], ids=["512B-sectors", "4K-sectors"])
@@ -45,11 +30,11 @@ def loop_device(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
     with image.open("wb") as f:
         f.write(random.Random(1).randbytes(4 * MiB))
         f.truncate(SIZE)
-    dev = attach(image, request.param)
     try:
-        yield dev, image
-    finally:
-        subprocess.run(["losetup", "--detach", dev], capture_output=True, timeout=30, check=False)
+        with loopdev.loop_device(image, request.param) as dev:
+            yield dev, image
+    except loopdev.LoopUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.mark.parametrize("kind", available_backends())
