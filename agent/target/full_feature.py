@@ -177,6 +177,8 @@ def _fail_task(conn: Connection, task: ScsiTask, ascq: int) -> None:
 def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
     """Data-In (status collapsed into the last one when GOOD), else a SCSI Response."""
     cmd = task.cmd
+    if result.status:
+        _log_refusal(conn, task, result)
     if cmd.write and not cmd.read:
         _send_write_status(conn, task, result)
         return
@@ -197,6 +199,21 @@ def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> N
     if result.sense:
         response.data = len(result.sense).to_bytes(2, "big") + result.sense
     conn.send(response)
+
+
+def _log_refusal(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
+    """Say why a command did not succeed (unit attentions only at debug level)."""
+    opcode = task.cmd.cdb[0] if task.cmd.cdb else -1
+    what = f"{conn.peer}: LUN {task.lun} opcode {opcode:#04x} (ITT {task.itt:#x})"
+    if not result.sense:
+        log.info("%s: status %#04x", what, result.status)
+        return
+    try:
+        key, asc, ascq = scsi.decode_sense(result.sense)
+    except ValueError:
+        key, asc, ascq = -1, -1, -1
+    level = logging.DEBUG if key == scsi.SenseKey.UNIT_ATTENTION else logging.INFO
+    log.log(level, "%s: CHECK CONDITION, sense key %#x ASC/ASCQ %02x/%02x", what, key, asc, ascq)
 
 
 def _send_write_status(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
