@@ -18,7 +18,7 @@ from reservoir.lab.peers import (
 )
 
 from .conftest import IQN, need_tool
-from .rawclient import RawClient
+from .rawclient import RawClient, encode_lun, write16
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +107,41 @@ def test_configured_targets_each_show_their_luns(tmp_path: Path) -> None:
     for t in ("a", "b"):
         block = out.split(f"Target:iqn.2026-11.org.reservoir:{t}")[1].split("Target:")[0]
         assert "Lun:0" in block and "Lun:1" in block
+
+
+def test_abort_task_ends_a_write_waiting_for_data(target: ReservoirTarget) -> None:
+    with RawClient(target.host, target.port) as c:
+        c.login(IQN)
+        c.clear_unit_attention()
+        itt = c.next_itt()
+        write = P.ScsiCommand(
+            itt=itt,
+            cmdsn=c.cmdsn,
+            expstatsn=c.expstatsn,
+            write=True,
+            expected_length=1 << 20,
+            cdb=write16(0, 2048),
+            lun=encode_lun(0),
+        )
+        c.cmdsn += 1
+        c.send(write)
+        assert isinstance(c.recv(), P.R2T)
+        tmf = P.TaskMgmtRequest(
+            itt=c.next_itt(),
+            function=P.TmfFunction.ABORT_TASK,
+            ref_task_tag=itt,
+            ref_cmdsn=write.cmdsn,
+            cmdsn=c.cmdsn,
+            immediate=True,
+            lun=encode_lun(0),
+        )
+        c.send(tmf)
+        answer = c.recv()
+        while isinstance(answer, P.R2T):
+            answer = c.recv()
+        assert isinstance(answer, P.TaskMgmtResponse)
+        assert answer.response == P.TmfResponse.COMPLETE
+        ping = c.next_itt()
+        c.send(P.NopOut(itt=ping, cmdsn=c.cmdsn, immediate=True, data=b"after"))
+        following = c.recv()  # the aborted write gets no SCSI Response: the ping answer is next
+        assert isinstance(following, P.NopIn) and following.itt == ping
