@@ -3,7 +3,7 @@ and GET LBA STATUS (SBC-3 5.4)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from ._cdb import truncate, u16, u32, u64
 from ._disk import flush, io_error, store
@@ -33,21 +33,21 @@ def _protect(st: LuState) -> None:
 
 async def discard(st: LuState, lba: int, blocks: int) -> None:
     """Deallocates blocks; they read back as zeros afterwards (LBPRZ)."""
-    bs = st.block_size
-    await st.gate.enter()
-    try:
-        await st.backend.discard(lba * bs, blocks * bs)
-    except OSError as exc:
-        raise io_error(exc, WRITE_ERROR, lba) from exc
-    finally:
-        st.gate.leave()
+    await _zero_blocks(st, st.backend.discard, lba, blocks)
 
 
 async def write_zeroes(st: LuState, lba: int, blocks: int) -> None:
+    await _zero_blocks(st, st.backend.write_zeroes, lba, blocks)
+
+
+async def _zero_blocks(
+    st: LuState, call: Callable[[int, int], Awaitable[None]], lba: int, blocks: int
+) -> None:
+    """``call`` (discard or write zeroes) over whole blocks, as a user of the write gate."""
     bs = st.block_size
     await st.gate.enter()
     try:
-        await st.backend.write_zeroes(lba * bs, blocks * bs)
+        await call(lba * bs, blocks * bs)
     except OSError as exc:
         raise io_error(exc, WRITE_ERROR, lba) from exc
     finally:

@@ -188,6 +188,23 @@ class _PartOp(_RwOp):
     def fail(self, exc: OSError) -> None:
         self.req.part_failed(exc)
 
+    def complete(self, eng: UringEngine, res: int, data: bytes | None) -> None:
+        """Done, or a short transfer: resubmit the rest."""
+        if res == self.length:
+            self.req.part_done()
+        elif res > 0:
+            self.consumed(res)
+            self.advance(res)
+            eng._submit(self)
+        elif res == 0:
+            self.fail(OSError(errno.EIO, "no progress (end of file?)"))
+        else:
+            self.failed(eng, res)
+
+    def consumed(self, done: int) -> None:
+        """Drop the first ``done`` bytes of this part's buffer."""
+        raise NotImplementedError
+
 
 class _ReadIntoOp(_PartOp):
     __slots__ = ("dest",)
@@ -199,17 +216,8 @@ class _ReadIntoOp(_PartOp):
     def prep(self, ring: _uring.Ring[_Op]) -> None:
         ring.read(self.fd(), self.offset, self.length, self, self.dest)
 
-    def complete(self, eng: UringEngine, res: int, data: bytes | None) -> None:
-        if res == self.length:
-            self.req.part_done()
-        elif res > 0:
-            self.dest = self.dest[res:]
-            self.advance(res)
-            eng._submit(self)
-        elif res == 0:
-            self.fail(OSError(errno.EIO, "unexpected end of file"))
-        else:
-            self.failed(eng, res)
+    def consumed(self, done: int) -> None:
+        self.dest = self.dest[done:]
 
 
 class _WriteOp(_PartOp):
@@ -222,17 +230,8 @@ class _WriteOp(_PartOp):
     def prep(self, ring: _uring.Ring[_Op]) -> None:
         ring.write(self.fd(), self.offset, self.src, self)
 
-    def complete(self, eng: UringEngine, res: int, data: bytes | None) -> None:
-        if res == self.length:
-            self.req.part_done()
-        elif res > 0:
-            self.src = self.src[res:]
-            self.advance(res)
-            eng._submit(self)
-        elif res == 0:
-            self.fail(OSError(errno.EIO, "write made no progress"))
-        else:
-            self.failed(eng, res)
+    def consumed(self, done: int) -> None:
+        self.src = self.src[done:]
 
 
 class _SyncOp(_Op):
