@@ -7,6 +7,8 @@ connections of one session on any of them (MC/S over several links).
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import itertools
 import logging
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from reservoir.agent import scsi, storage
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolicy
 from reservoir.agent.iscsi.negotiation import TargetLimits
-from reservoir.agent.target.config import Target, TargetConfig, format_portal
+from reservoir.agent.target.config import Chap, Target, TargetConfig, format_portal
 from reservoir.agent.target.connection import Connection
 from reservoir.agent.target.session import Session
 
@@ -38,10 +40,8 @@ class Portal:
         return self.host in ("0.0.0.0", "::", "")
 
 
-def _chap(c: object) -> ChapSecret | None:
-    from reservoir.agent.target.config import Chap
-
-    return ChapSecret(c.user, c.secret) if isinstance(c, Chap) else None
+def _chap(chap: Chap | None) -> ChapSecret | None:
+    return None if chap is None else ChapSecret(chap.user, chap.secret)
 
 
 class Directory:
@@ -91,7 +91,7 @@ class TargetServer:
         loop = asyncio.get_running_loop()
         for portal in self.portals:
             server = await loop.create_server(
-                lambda portal=portal: Connection(self, portal),  # type: ignore[misc]
+                functools.partial(Connection, self, portal),
                 portal.host,
                 portal.port,
                 reuse_address=True,
@@ -245,6 +245,5 @@ def _logout_request(grace: float) -> P.AsyncMessage:
 
 
 def _serial(iqn: str, lun: int) -> str:
-    import hashlib
-
+    """A unit serial number stable across restarts: derived from target and LUN."""
     return hashlib.sha1(f"{iqn}/{lun}".encode()).hexdigest()[:16]
