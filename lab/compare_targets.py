@@ -27,7 +27,7 @@ from pathlib import Path
 from reservoir.lab.peers import (
     PerfResult,
     ReservoirTarget,
-    TestCuResult,
+    SuiteResult,
     Tgtd,
     run_iscsi_perf,
     run_test_cu,
@@ -65,8 +65,8 @@ def _reason(lines: list[str]) -> str:
     return failed[0] if failed else ""
 
 
-def conformance(work: Path) -> dict[str, TestCuResult]:
-    results: dict[str, TestCuResult] = {}
+def conformance(work: Path) -> dict[str, SuiteResult]:
+    results: dict[str, SuiteResult] = {}
     for name in ("reservoir", "tgt"):
         lun = work / f"conf-{name}.img"
         with open(lun, "wb") as f:
@@ -113,7 +113,7 @@ def _median(results: list[PerfResult], key: Callable[[PerfResult], float]) -> Pe
     return sorted(results, key=key)[len(results) // 2]
 
 
-def report_conformance(results: dict[str, TestCuResult]) -> None:
+def report_conformance(results: dict[str, SuiteResult]) -> None:
     ours, tgt = results["reservoir"], results["tgt"]
     print(f"\nreal passes: reservoir {len(ours.passed)}, tgt {len(tgt.passed)}")
     print(f"failures:    reservoir {len(ours.failed)}, tgt {len(tgt.failed)}")

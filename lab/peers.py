@@ -198,7 +198,7 @@ class Tgtd:
 
 
 @dataclass
-class TestCuResult:
+class SuiteResult:
     """Per-test outcome of one iscsi-test-cu run."""
 
     passed: list[str] = field(default_factory=list)
@@ -215,10 +215,10 @@ _SUITE_LINE = re.compile(r"^Suite: (\S+)")
 _TEST_LINE = re.compile(r"^\s*Test: (\S+) \.\.\.")
 
 
-def parse_test_cu(output: str) -> TestCuResult:
+def parse_test_cu(output: str) -> SuiteResult:
     """Split verbose iscsi-test-cu output into tests; a pass that printed
     ``[SKIPPED]`` is a skip, not a pass."""
-    result = TestCuResult(output=output)
+    result = SuiteResult(output=output)
     suite, current = "", ""
     lines: list[str] = []
     for line in [*output.splitlines(), "Run Summary:"]:
@@ -236,7 +236,7 @@ def parse_test_cu(output: str) -> TestCuResult:
     return result
 
 
-def _record(result: TestCuResult, name: str, lines: list[str]) -> None:
+def _record(result: SuiteResult, name: str, lines: list[str]) -> None:
     """CUnit's verdict ("...FAILED" or a "FAILED" line) decides; a "[FAILED]" message
     alone is not a failure (tests print it for errors they expect)."""
     result.details[name] = lines
@@ -251,7 +251,7 @@ def _record(result: TestCuResult, name: str, lines: list[str]) -> None:
 
 def run_test_cu(
     url: str, test: str = "ALL", *, timeout: float = 900, extra: Sequence[str] = ()
-) -> TestCuResult:
+) -> SuiteResult:
     cmd = ["iscsi-test-cu", "--dataloss", "--test", test, "-v", *extra, url]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     return parse_test_cu(done.stdout + done.stderr)

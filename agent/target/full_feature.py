@@ -114,7 +114,7 @@ def _start_command(conn: Connection, cmd: P.ScsiCommand) -> None:
     ordering = conn.session.ordering
     task.runner = eager.start(_run(conn, task, ordering.waits(cmd.attr)))
     if task.runner is not None:
-        ordering.track(cmd.attr, task.runner)
+        ordering.track(cmd.attr, task.runner.task)
 
 
 async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None]]) -> None:

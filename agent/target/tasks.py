@@ -19,6 +19,7 @@ from reservoir.agent.iscsi import pdu as P
 
 if TYPE_CHECKING:
     from reservoir.agent.target.connection import Connection
+    from reservoir.agent.target.eager import Runner
 
 log = logging.getLogger("reservoir.target")
 
@@ -58,7 +59,7 @@ class ScsiTask:
     buffer: bytearray = field(default_factory=bytearray)
     received: int = 0
     r2tsn: int = 0
-    runner: asyncio.Task[None] | None = None
+    runner: Runner | None = None
     aborted: bool = False
     _sequences: dict[int, _Sequence] = field(default_factory=dict)
     _bursts: list[tuple[int, int]] = field(default_factory=list)

@@ -145,3 +145,40 @@ def test_abort_task_ends_a_write_waiting_for_data(target: ReservoirTarget) -> No
         c.send(P.NopOut(itt=ping, cmdsn=c.cmdsn, immediate=True, data=b"after"))
         following = c.recv()  # the aborted write gets no SCSI Response: the ping answer is next
         assert isinstance(following, P.NopIn) and following.itt == ping
+
+
+def test_abort_arriving_with_its_write_leaves_the_lun_usable(target: ReservoirTarget) -> None:
+    """The write and its ABORT TASK in one segment: the write is cancelled before it
+    ran far, and must still release what it held (a later COMPARE AND WRITE waits
+    for every write in flight)."""
+    with RawClient(target.host, target.port) as c:
+        c.login(IQN)
+        c.clear_unit_attention()
+        for _ in range(20):
+            itt = c.next_itt()
+            write = P.ScsiCommand(
+                itt=itt,
+                cmdsn=c.cmdsn,
+                expstatsn=c.expstatsn,
+                write=True,
+                expected_length=4096,
+                cdb=write16(0, 8),
+                lun=encode_lun(0),
+                data=bytes(4096),
+            )
+            abort = P.TaskMgmtRequest(
+                itt=c.next_itt(),
+                function=P.TmfFunction.ABORT_TASK,
+                ref_task_tag=itt,
+                ref_cmdsn=c.cmdsn,
+                cmdsn=c.cmdsn + 1,
+                immediate=True,
+                lun=encode_lun(0),
+            )
+            c.cmdsn += 1
+            c.send_raw(P.encode_bytes(write) + P.encode_bytes(abort))
+            while not isinstance(c.recv(), P.TaskMgmtResponse):
+                pass
+        caw = bytes([0x89, 0]) + (0).to_bytes(8, "big") + bytes(3) + bytes([1, 0, 0])
+        answer = c.scsi(caw, data=bytes(1024), immediate=1024)
+        assert answer.status in (0, 2)  # GOOD or MISCOMPARE: an answer, not a hang
