@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.text import encode_text, parse_text
 from reservoir.lab.peers import (
     ReservoirTarget,
     free_port,
@@ -182,3 +183,23 @@ def test_abort_arriving_with_its_write_leaves_the_lun_usable(target: ReservoirTa
         caw = bytes([0x89, 0]) + (0).to_bytes(8, "big") + bytes(3) + bytes([1, 0, 0])
         answer = c.scsi(caw, data=bytes(1024), immediate=1024)
         assert answer.status in (0, 2)  # GOOD or MISCOMPARE: an answer, not a hang
+
+
+def test_sendtargets_lists_every_portal_of_the_target(tmp_path: Path, lun_file: Path) -> None:
+    with ReservoirTarget([lun_file], iqn=IQN, portals=3, log_path=tmp_path / "t.log") as target:
+        with RawClient(target.host, target.port) as c:
+            c.login(None)
+            c.send(
+                P.TextRequest(
+                    itt=c.next_itt(),
+                    cmdsn=c.cmdsn,
+                    immediate=True,
+                    data=encode_text([("SendTargets", "All")]),
+                )
+            )
+            answer = c.recv()
+        assert isinstance(answer, P.TextResponse) and answer.final
+        pairs = parse_text(bytes(answer.data), allow_duplicates=True)
+        assert ("TargetName", IQN) in pairs
+        addresses = {value for key, value in pairs if key == "TargetAddress"}
+        assert addresses == {f"{target.host}:{port},1" for port in target.ports}
