@@ -65,6 +65,8 @@ Handler = Callable[[LuState, ScsiCommand], Awaitable[ScsiResult]]
 
 # INQUIRY, REPORT LUNS and REQUEST SENSE do not report unit attentions (SAM-5 5.14).
 _UA_EXEMPT = frozenset({op.INQUIRY, op.REPORT_LUNS, op.REQUEST_SENSE})
+# READ(10)/(16): (flags, LBA, blocks) layout, group number byte, CDB length.
+_PLAIN_READS = {op.READ_10: (op.RW10, 6, 10), op.READ_16: (op.RW16, 14, 16)}
 
 
 async def _service_action_in(st: LuState, cmd: ScsiCommand) -> ScsiResult:
@@ -185,6 +187,9 @@ class LogicalUnit:
         self._handlers = dict(_HANDLERS)
         if not self._st.thin:
             del self._handlers[op.UNMAP]
+        self._cached: Callable[[int, int], bytes | None] | None = getattr(
+            backend, "read_cached", None
+        )
 
     @property
     def lun(self) -> int:
@@ -205,6 +210,28 @@ class LogicalUnit:
     @property
     def block_size(self) -> int:
         return self._st.block_size
+
+    def read_cached(self, nexus: Nexus, cdb: bytes) -> ScsiResult | None:
+        """A plain READ(10)/(16) served at once from the page cache, or None.
+
+        None whenever anything needs :meth:`execute`'s full path: a unit
+        attention to report, a nexus not seen yet, a reservation, any flag,
+        group or control bit, a length or range to refuse, data not cached.
+        It answers only what :meth:`execute` would answer GOOD with the same data.
+        """
+        st = self._st
+        plain = _PLAIN_READS.get(cdb[0]) if cdb else None
+        if plain is None or self._cached is None or st.ua.pending or st.res.active:
+            return None
+        layout, group, length = plain
+        if nexus not in st.ua.seen or len(cdb) != length or cdb[group] or cdb[length - 1]:
+            return None
+        flags, lba, blocks = layout.unpack_from(cdb)
+        if flags or not 0 < blocks <= st.max_transfer or lba + blocks > st.num_blocks:
+            return None
+        bs = st.block_size
+        data = self._cached(lba * bs, blocks * bs)
+        return None if data is None else ScsiResult(Status.GOOD, data)
 
     async def execute(self, cmd: ScsiCommand) -> ScsiResult:
         """Runs one command: unit attention, reservation check, then the handler."""

@@ -15,6 +15,7 @@ from ._errors import StorageError, from_os_error, storage_error
 
 ZERO_CHUNK = 1 << 20
 NOWAIT_MAX = 1 << 20  # reads up to this size try the page cache first
+NOWAIT_BACKOFF_MAX = 64
 _ZEROS = memoryview(bytes(ZERO_CHUNK))
 # errnos meaning "this device or filesystem cannot do that"
 _UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS})
@@ -54,6 +55,8 @@ class Volume:
         self._engine = engine
         self._h = Handle(opened.fd, opened.dfd, opened.align)
         self._nowait = hasattr(os, "RWF_NOWAIT")
+        self._nowait_skip = 0  # reads left before the page cache is tried again
+        self._nowait_backoff = 1
         self._finalizer = weakref.finalize(self, self._h.close)
 
     def __repr__(self) -> str:
@@ -111,18 +114,38 @@ class Volume:
         A read the page cache can serve whole is done at once with
         preadv2(RWF_NOWAIT), which never blocks: no trip through the engine and
         the event loop.  Anything else (not cached, O_DIRECT) goes to the engine.
+        After a miss the next reads skip the attempt, twice as many after each
+        further miss (up to NOWAIT_BACKOFF_MAX): an uncached workload pays for
+        few wasted system calls.
         """
         if offset < 0 or length <= 0 or offset + length > self.size or self._h.closed:
             self._check("read", offset, length)  # raises, unless length is 0
             return b""
-        if self._nowait and length <= NOWAIT_MAX and not self.direct and not self._engine.closed:
-            cached = self._read_cached(offset, length)
-            if cached is not None:
-                return cached
+        cached = self.read_cached(offset, length)
+        if cached is not None:
+            return cached
         try:
             return await self._engine._read(self._h, offset, length)
         except OSError as exc:
             raise self._error("read", exc) from exc
+
+    def read_cached(self, offset: int, length: int) -> bytes | None:
+        """The bytes at ``offset`` if the page cache holds them all, else None;
+        never blocks (preadv2 with RWF_NOWAIT).  Out-of-range requests get None."""
+        if not (self._nowait and 0 < length <= NOWAIT_MAX and not self.direct):
+            return None
+        if offset < 0 or offset + length > self.size or self._h.closed or self._engine.closed:
+            return None
+        if self._nowait_skip:
+            self._nowait_skip -= 1
+            return None
+        cached = self._read_cached(offset, length)
+        if cached is not None:
+            self._nowait_backoff = 1
+            return cached
+        self._nowait_skip = self._nowait_backoff
+        self._nowait_backoff = min(2 * self._nowait_backoff, NOWAIT_BACKOFF_MAX)
+        return None
 
     def _read_cached(self, offset: int, length: int) -> bytes | None:
         buf = bytearray(length)

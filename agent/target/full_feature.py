@@ -96,7 +96,10 @@ def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> N
         return
     if cmd.itt in conn.failed_itts:
         conn.failed_itts.remove(cmd.itt)
-    task = ScsiTask(conn, cmd, scsi.LunTable.decode_lun(cmd.lun))
+    lun = scsi.LunTable.decode_lun(cmd.lun)
+    if cmd.read and not cmd.write and _read_at_once(conn, session, cmd, lun):
+        return
+    task = ScsiTask(conn, cmd, lun)
     if cmd.write:
         unsolicited_end = len(cmd.data)
         if not cmd.final:
@@ -105,6 +108,26 @@ def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> N
     session.tasks[cmd.itt] = task
     conn.tasks[cmd.itt] = task
     session.admit(conn, cmd, cmd.cmdsn)
+
+
+def _read_at_once(conn: Connection, session: Session, cmd: P.ScsiCommand, lun: int) -> bool:
+    """The hot path of small reads: a plain READ that is next in CmdSN order, with
+    nothing ahead of it, whose data the page cache holds, is answered right here
+    (no task, no coroutine).  Anything else takes the ordinary path."""
+    luns, nexus = session.luns, session.nexus
+    if luns is None or nexus is None or cmd.attr != P.TaskAttr.SIMPLE:
+        return False
+    unit = luns.units.get(lun)
+    if unit is None or session.tasks or not session.ordering.open_to_simple:
+        return False
+    expected = cmd.expected_length
+    if not _one_pdu(conn, expected) or cmd.cmdsn != session.exp_cmdsn:
+        return False
+    result = unit.read_cached(nexus, cmd.cdb)
+    if result is None or len(result.data_in) != expected or not session.take_next(cmd, cmd.cmdsn):
+        return False
+    conn.send_read_data(cmd.itt, cmd.lun, memoryview(result.data_in), 0, 0)
+    return True
 
 
 def _start_command(conn: Connection, cmd: P.ScsiCommand) -> None:

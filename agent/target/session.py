@@ -67,6 +67,11 @@ class TaskOrdering:
             out += self._active
         return out
 
+    @property
+    def open_to_simple(self) -> bool:
+        """No ORDERED task holds SIMPLE ones back."""
+        return self._barrier is None or self._barrier.done()
+
     def track(self, attr: int, runner: asyncio.Future[None]) -> None:
         if attr == TaskAttr.ORDERED:
             self._barrier = runner
@@ -124,6 +129,14 @@ class Session:
         self._advance(conn, pdu)
         while (held := self._held.pop(self.exp_cmdsn, None)) is not None:
             self._advance(*held)
+
+    def take_next(self, pdu: Pdu, cmdsn: int) -> bool:
+        """Consume ``cmdsn`` for a command handled at once on arrival: only when it
+        is the next one expected and nothing is held for ordering."""
+        if pdu.immediate or cmdsn != self.exp_cmdsn or self._held:
+            return False
+        self.exp_cmdsn = sn_add(self.exp_cmdsn, 1)
+        return True
 
     def _advance(self, conn: Deliverable, pdu: Pdu) -> None:
         self.exp_cmdsn = sn_add(self.exp_cmdsn, 1)
