@@ -28,11 +28,10 @@ class CachedBackend(MemoryBackend):
         return bytes(self.data[offset : offset + length]) if self.cached else None
 
 
-def _lu(**options: object) -> tuple[LogicalUnit, CachedBackend]:
+def _lu() -> tuple[LogicalUnit, CachedBackend]:
     backend = CachedBackend(2048, 512)
     backend.data[:4096] = bytes(range(256)) * 16
-    options.setdefault("ua_on_new_nexus", False)
-    lu = LogicalUnit(backend, lun=0, serial="SN1", target_name=TARGET, **options)  # type: ignore[arg-type]
+    lu = LogicalUnit(backend, lun=0, serial="SN1", target_name=TARGET, ua_on_new_nexus=False)
     execute(lu, bytes(6))  # the nexus is seen
     return lu, backend
 
