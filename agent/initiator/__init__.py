@@ -1,0 +1,39 @@
+"""The asyncio iSCSI initiator (RFC 7143): discovery, sessions, SCSI reads and writes.
+
+>>> async with await Session.open(host, port, iqn, initiator_name=me) as session:
+...     blocks, size = await session.capacity(0)
+...     data = await session.read(0, 0, 8)
+"""
+
+from reservoir.agent.initiator._commands import ScsiReply
+from reservoir.agent.initiator._discovery import DiscoveredTarget, Portal, discover
+from reservoir.agent.initiator._errors import (
+    CommandTimeout,
+    ConnectionLostError,
+    InitiatorError,
+    LoginError,
+    ProtocolError,
+    ScsiError,
+)
+from reservoir.agent.initiator._login import Negotiated
+from reservoir.agent.initiator._session import RecoveryPolicy, Session
+from reservoir.agent.initiator._transport import PduSink, PduTransport, TcpTransport
+
+__all__ = [
+    "CommandTimeout",
+    "ConnectionLostError",
+    "DiscoveredTarget",
+    "InitiatorError",
+    "LoginError",
+    "Negotiated",
+    "PduSink",
+    "PduTransport",
+    "Portal",
+    "ProtocolError",
+    "RecoveryPolicy",
+    "ScsiError",
+    "ScsiReply",
+    "Session",
+    "TcpTransport",
+    "discover",
+]

@@ -1,0 +1,168 @@
+"""The byte pipe under a session: TCP with PDU framing, swappable for tests.
+
+:class:`PduTransport` is the seam (like libiscsi's ``queue_pdu``): a session only
+calls ``send``, ``drop``, ``close`` and ``set_digests`` on it and is fed through a
+:class:`PduSink`.  :class:`TcpTransport` is the real one: an asyncio Protocol that
+frames PDUs with the codec's :class:`Framer` and writes everything queued during
+one loop iteration with a single ``writelines``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from reservoir.agent.iscsi import pdu as P
+
+
+class PduSink(Protocol):
+    """Who receives what a transport reads."""
+
+    def pdu_received(self, pdu: P.Pdu) -> None: ...
+
+    def transport_lost(self, exc: Exception | None) -> None: ...
+
+
+class PduTransport(Protocol):
+    """What a session needs from a connection."""
+
+    def send(self, pdu: P.Pdu) -> None: ...
+
+    def set_digests(self, header: bool, data: bool) -> None: ...
+
+    def drop(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def tcp_info(self) -> bytes: ...
+
+
+Connector = Callable[[str, int, str | None, PduSink], Awaitable[PduTransport]]
+
+TCP_INFO_LEN = 256
+
+
+class TcpTransport(asyncio.Protocol):
+    """One TCP connection carrying iSCSI PDUs.
+
+    ``outgoing_filter`` is a test seam: when set, a PDU for which it returns
+    False is not sent (to lose Data-Out on purpose, say).
+    """
+
+    def __init__(self, sink: PduSink) -> None:
+        self.sink = sink
+        self.framer = P.Framer()
+        self.header_digest = False
+        self.data_digest = False
+        self.transport: asyncio.Transport | None = None
+        self.outgoing_filter: Callable[[P.Pdu], bool] | None = None
+        self._out: list[P.Buffer] = []
+        self._lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.framer.feed(data)
+        try:
+            while not self._lost and (frame := self.framer.next()) is not None:
+                self.sink.pdu_received(P.decode(*frame))
+        except P.PduError:
+            self.drop()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._lost:
+            self._lost = True
+            self.sink.transport_lost(exc)
+
+    def send(self, pdu: P.Pdu) -> None:
+        if self._lost or (self.outgoing_filter is not None and not self.outgoing_filter(pdu)):
+            return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out += P.encode(pdu, header_digest=self.header_digest, data_digest=self.data_digest)
+
+    def _flush(self) -> None:
+        """Everything sent during this loop iteration in one write (one syscall)."""
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
+
+    def set_digests(self, header: bool, data: bool) -> None:
+        self.header_digest = self.framer.header_digest = header
+        self.data_digest = self.framer.data_digest = data
+
+    def drop(self) -> None:
+        """Break the connection at once (RST), as a network failure would."""
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        """Flush what is queued and close."""
+        self._flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def socket(self) -> socket.socket | None:
+        """The socket, for a telemetry module to sample (do not read or write it)."""
+        if self.transport is None:
+            return None
+        sock: socket.socket | None = self.transport.get_extra_info("socket")
+        return sock
+
+    def tcp_info(self) -> bytes:
+        """Raw ``TCP_INFO`` of the socket (Linux ``struct tcp_info``), unparsed."""
+        sock = self.socket()
+        if sock is None:
+            return b""
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+
+
+async def tcp_connect(
+    host: str, port: int, local_address: str | None, sink: PduSink
+) -> TcpTransport:
+    """Connect to ``host:port`` (from ``local_address`` if given) with TCP_NODELAY."""
+    loop = asyncio.get_running_loop()
+    local = (local_address, 0) if local_address else None
+    _, protocol = await loop.create_connection(
+        lambda: TcpTransport(sink), host, port, local_addr=local
+    )
+    sock = protocol.socket()
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return protocol
+
+
+class Relay:
+    """A sink that forwards to another, switched after login (mailbox, then session)."""
+
+    def __init__(self, to: PduSink) -> None:
+        self.to = to
+
+    def pdu_received(self, pdu: P.Pdu) -> None:
+        self.to.pdu_received(pdu)
+
+    def transport_lost(self, exc: Exception | None) -> None:
+        self.to.transport_lost(exc)
+
+
+class Mailbox:
+    """A sink that queues PDUs for a request/response exchange (login, discovery)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[P.Pdu | None] = asyncio.Queue()
+
+    def pdu_received(self, pdu: P.Pdu) -> None:
+        self._queue.put_nowait(pdu)
+
+    def transport_lost(self, exc: Exception | None) -> None:
+        self._queue.put_nowait(None)
+
+    async def recv(self, timeout: float) -> P.Pdu:
+        """The next PDU; raises ConnectionError when the connection closed."""
+        pdu = await asyncio.wait_for(self._queue.get(), timeout)
+        if pdu is None:
+            raise ConnectionError("target closed the connection")
+        return pdu
