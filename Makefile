@@ -2,7 +2,8 @@
 .PHONY: install test check demo conformance fmt clean
 
 STAMP := .venv/.installed
-SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c)
+SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
+	$(wildcard lab/delayline/*.c)
 
 install:            ## Debian packages, .venv with reservoir, C extension built
 	scripts/install.sh

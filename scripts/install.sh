@@ -41,4 +41,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
 .venv/bin/python -m pip install -q -e '.[dev]'
 .venv/bin/python -c 'import reservoir.agent.storage as s; print("install: storage engine backends:", ", ".join(s.available_backends()))'
+.venv/bin/python -c 'from reservoir.lab.delayline import build; print("install: delay line:", build())'
 touch .venv/.installed

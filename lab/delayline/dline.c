@@ -1,0 +1,413 @@
+/* dline: a userspace delay line between two interfaces of one namespace.
+ *
+ *   dline --a IFACE_A --b IFACE_B --delay-ms D [--rate-mbit R] [--loss P]
+ *         [--queue-bytes Q] [--jitter-us J]
+ *
+ * Frames are read with AF_PACKET (PACKET_VNET_HDR, so 64 KiB offload frames
+ * pass whole; PACKET_IGNORE_OUTGOING, so our own sends are not read back),
+ * stamped with their release time and kept in an in-order byte ring per
+ * direction, then released with sendmmsg when due.  One thread per direction.
+ *
+ * With --rate-mbit the line first models a bottleneck of that rate with a
+ * drop-tail queue of --queue-bytes (default: rate x 2 x delay, at least
+ * 256 KiB): a frame leaves the bottleneck when all frames before it have been
+ * serialised, then travels --delay-ms.  --loss P (probability 0..1) drops
+ * frames at random after the bottleneck; --jitter-us J adds a uniform random
+ * 0..J us to the delay without reordering.  Prints "dline: ready" on stdout
+ * once both sockets are open, and one stats line on stderr on exit
+ * (SIGTERM/SIGINT).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <linux/if_packet.h>
+#include <linux/virtio_net.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FRAME (65536 + 256)
+#define BATCH 64
+#define HDR_BYTES sizeof(struct virtio_net_hdr)
+
+struct rec {
+	uint64_t due_ns;
+	uint32_t len; /* bytes after this header; WRAP_MARK: go back to 0 */
+	uint32_t pad;
+};
+#define WRAP_MARK 0xffffffffu
+
+struct ring {
+	uint8_t *buf;
+	size_t cap, head, tail, count;
+};
+
+struct opts {
+	const char *ifa, *ifb;
+	double delay_ms, rate_mbit, loss, jitter_us;
+	uint64_t queue_bytes;
+};
+
+struct dir {
+	const char *name;
+	int in_fd, out_fd, stop_fd;
+	struct ring ring;
+	uint64_t bn_free_ns, last_due_ns;
+	uint64_t fwd_frames, fwd_bytes, drop_frames, drop_bytes;
+	unsigned int seed;
+	const struct opts *o;
+	uint8_t stage[MAX_FRAME];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Space for a record of `len` data bytes at the tail, or NULL if full. */
+static struct rec *ring_alloc(struct ring *r, size_t len)
+{
+	size_t need = align8(sizeof(struct rec) + len);
+	if (r->count == 0)
+		r->head = r->tail = 0;
+	if (r->count == 0 || r->tail > r->head) {
+		if (r->cap - r->tail >= need)
+			return (struct rec *)(r->buf + r->tail);
+		if (r->count != 0 && need >= r->head)
+			return NULL;
+		if (r->count == 0 && need > r->cap)
+			return NULL;
+		if (r->cap - r->tail >= sizeof(struct rec))
+			((struct rec *)(r->buf + r->tail))->len = WRAP_MARK;
+		r->tail = 0;
+		if (r->count == 0)
+			r->head = 0;
+		return (struct rec *)r->buf;
+	}
+	if (r->head - r->tail > need) /* tail < head, or tail == head while full */
+		return (struct rec *)(r->buf + r->tail);
+	return NULL;
+}
+
+static void ring_commit(struct ring *r, struct rec *x)
+{
+	r->tail = (size_t)((uint8_t *)x - r->buf) + align8(sizeof(struct rec) + x->len);
+	r->count++;
+}
+
+static struct rec *ring_peek(struct ring *r, size_t *off)
+{
+	size_t h = r->head;
+	if (r->count == 0)
+		return NULL;
+	if (r->cap - h < sizeof(struct rec) || ((struct rec *)(r->buf + h))->len == WRAP_MARK)
+		h = 0;
+	*off = h;
+	return (struct rec *)(r->buf + h);
+}
+
+static void ring_pop(struct ring *r, size_t off, const struct rec *x)
+{
+	r->head = off + align8(sizeof(struct rec) + x->len);
+	r->count--;
+}
+
+/* Bytes on the wire for a frame, counting the headers of every GSO segment. */
+static uint64_t wire_bytes(const uint8_t *frame, size_t len)
+{
+	const struct virtio_net_hdr *h = (const struct virtio_net_hdr *)frame;
+	size_t eth = len - HDR_BYTES;
+	if (h->gso_type == VIRTIO_NET_HDR_GSO_NONE || h->gso_size == 0 || h->hdr_len == 0 ||
+	    eth <= h->hdr_len)
+		return eth;
+	size_t segs = (eth - h->hdr_len + h->gso_size - 1) / h->gso_size;
+	return eth + (segs - 1) * h->hdr_len;
+}
+
+/* Decide the fate of one received frame and queue it; 0 if dropped. */
+static int admit(struct dir *d, size_t len, uint64_t now)
+{
+	const struct opts *o = d->o;
+	uint64_t wire = wire_bytes(d->stage, len), departs = now;
+	if (o->rate_mbit > 0) {
+		uint64_t backlog_ns = d->bn_free_ns > now ? d->bn_free_ns - now : 0;
+		double backlog = (double)backlog_ns * o->rate_mbit / 8000.0;
+		if (backlog + (double)wire > (double)o->queue_bytes)
+			return 0;
+		departs = (d->bn_free_ns > now ? d->bn_free_ns : now) +
+			  (uint64_t)((double)wire * 8000.0 / o->rate_mbit);
+		d->bn_free_ns = departs;
+	}
+	if (o->loss > 0 && (double)rand_r(&d->seed) / RAND_MAX < o->loss)
+		return 0;
+	uint64_t due = departs + (uint64_t)(o->delay_ms * 1e6);
+	if (o->jitter_us > 0)
+		due += (uint64_t)((double)rand_r(&d->seed) / RAND_MAX * o->jitter_us * 1e3);
+	if (due < d->last_due_ns)
+		due = d->last_due_ns;
+	struct rec *x = ring_alloc(&d->ring, len);
+	if (x == NULL)
+		return 0;
+	x->due_ns = due;
+	x->len = (uint32_t)len;
+	memcpy(x + 1, d->stage, len);
+	ring_commit(&d->ring, x);
+	d->last_due_ns = due;
+	return 1;
+}
+
+static void receive_all(struct dir *d)
+{
+	for (int i = 0; i < 4 * BATCH; i++) {
+		ssize_t n = recv(d->in_fd, d->stage, sizeof(d->stage), MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0)
+			return; /* EAGAIN, or a pending error (e.g. ENETDOWN) now cleared */
+		if ((size_t)n <= HDR_BYTES || (size_t)n > sizeof(d->stage)) {
+			d->drop_frames++;
+			continue;
+		}
+		if (!admit(d, (size_t)n, now_ns())) {
+			d->drop_frames++;
+			d->drop_bytes += (uint64_t)n - HDR_BYTES;
+		}
+	}
+}
+
+/* Send every due frame; returns the due time of the next one, or 0. */
+static uint64_t release_due(struct dir *d)
+{
+	for (;;) {
+		struct mmsghdr msgs[BATCH];
+		struct iovec iov[BATCH];
+		size_t offs[BATCH];
+		struct rec *recs[BATCH];
+		size_t n = 0, off;
+		uint64_t now = now_ns();
+		struct ring shadow = d->ring;
+		struct rec *x;
+		while (n < BATCH && (x = ring_peek(&shadow, &off)) != NULL && x->due_ns <= now) {
+			iov[n] = (struct iovec){.iov_base = x + 1, .iov_len = x->len};
+			msgs[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
+			offs[n] = off;
+			recs[n] = x;
+			ring_pop(&shadow, off, x);
+			n++;
+		}
+		if (n > 0) {
+			int sent = sendmmsg(d->out_fd, msgs, (unsigned int)n, 0);
+			size_t ok = sent < 0 ? 0 : (size_t)sent;
+			for (size_t i = 0; i < n; i++) {
+				uint64_t bytes = recs[i]->len - HDR_BYTES;
+				if (i < ok) {
+					d->fwd_frames++;
+					d->fwd_bytes += bytes;
+				} else if (i == ok) { /* the one that failed: drop it */
+					d->drop_frames++;
+					d->drop_bytes += bytes;
+				} else {
+					break;
+				}
+				ring_pop(&d->ring, offs[i], recs[i]);
+			}
+			continue;
+		}
+		x = ring_peek(&d->ring, &off);
+		return x == NULL ? 0 : x->due_ns;
+	}
+}
+
+static void *run_dir(void *arg)
+{
+	struct dir *d = arg;
+	struct sched_param sp = {.sched_priority = 50};
+	int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	if (err != 0)
+		fprintf(stderr, "dline: %s: SCHED_FIFO refused (%s), continuing\n", d->name,
+			strerror(err));
+	struct pollfd fds[2] = {{.fd = d->in_fd, .events = POLLIN}, {.fd = d->stop_fd, .events = POLLIN}};
+	for (;;) {
+		uint64_t next = release_due(d);
+		struct timespec ts = {.tv_sec = 1, .tv_nsec = 0}, *tmo = &ts;
+		if (next != 0) {
+			uint64_t now = now_ns(), wait = next > now ? next - now : 0;
+			ts = (struct timespec){.tv_sec = (time_t)(wait / 1000000000ull),
+					       .tv_nsec = (long)(wait % 1000000000ull)};
+		}
+		if (ppoll(fds, 2, tmo, NULL) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents)
+			break;
+		if (fds[0].revents)
+			receive_all(d);
+	}
+	return NULL;
+}
+
+static int open_sock(const char *ifname)
+{
+	int ifindex = (int)if_nametoindex(ifname), one = 1, rcvbuf = 64 << 20;
+	if (ifindex == 0) {
+		fprintf(stderr, "dline: no interface %s: %s\n", ifname, strerror(errno));
+		return -1;
+	}
+	int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+	if (fd < 0) {
+		fprintf(stderr, "dline: AF_PACKET socket: %s\n", strerror(errno));
+		return -1;
+	}
+	struct packet_mreq mr = {.mr_ifindex = ifindex, .mr_type = PACKET_MR_PROMISC};
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET,
+				  .sll_protocol = htons(ETH_P_ALL),
+				  .sll_ifindex = ifindex};
+	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof(mr)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		fprintf(stderr, "dline: setting up %s: %s\n", ifname, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &rcvbuf, sizeof(rcvbuf));
+	return fd;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: dline --a IFACE_A --b IFACE_B --delay-ms D [--rate-mbit R] "
+			"[--loss P] [--queue-bytes Q] [--jitter-us J]\n");
+	exit(2);
+}
+
+static double number(const char *s, const char *what, double lo, double hi)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+		fprintf(stderr, "dline: --%s must be a number in [%g, %g], got '%s'\n", what, lo, hi, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+	    {"a", required_argument, 0, 'a'},	     {"b", required_argument, 0, 'b'},
+	    {"delay-ms", required_argument, 0, 'd'}, {"rate-mbit", required_argument, 0, 'r'},
+	    {"loss", required_argument, 0, 'l'},     {"queue-bytes", required_argument, 0, 'q'},
+	    {"jitter-us", required_argument, 0, 'j'}, {0, 0, 0, 0}};
+	int c, have_delay = 0;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'a': o->ifa = optarg; break;
+		case 'b': o->ifb = optarg; break;
+		case 'd': o->delay_ms = number(optarg, "delay-ms", 0, 60000); have_delay = 1; break;
+		case 'r': o->rate_mbit = number(optarg, "rate-mbit", 0, 1e6); break;
+		case 'l': o->loss = number(optarg, "loss", 0, 1); break;
+		case 'q': o->queue_bytes = (uint64_t)number(optarg, "queue-bytes", 0, 1e12); break;
+		case 'j': o->jitter_us = number(optarg, "jitter-us", 0, 6e7); break;
+		default: usage();
+		}
+	}
+	if (optind != argc || o->ifa == NULL || o->ifb == NULL || !have_delay)
+		usage();
+	if (o->rate_mbit > 0 && o->queue_bytes == 0) {
+		double bdp = o->rate_mbit * 1e6 / 8 * 2 * o->delay_ms / 1e3;
+		o->queue_bytes = bdp > 262144 ? (uint64_t)bdp : 262144;
+	}
+}
+
+/* Ring bytes: everything in flight over the delay at the rate (10 Gbit/s if none;
+ * beyond that the ring fills and frames are dropped, and counted). */
+static size_t ring_bytes(const struct opts *o)
+{
+	double rate = o->rate_mbit > 0 ? o->rate_mbit : 10000;
+	double bytes = rate * 1e6 / 8 * (o->delay_ms / 1e3 + o->jitter_us / 1e6 + 0.010);
+	if (o->rate_mbit > 0)
+		bytes += (double)o->queue_bytes;
+	bytes *= 1.25;
+	return (size_t)bytes + 4 * (size_t)MAX_FRAME;
+}
+
+static struct dir *new_dir(const char *name, int in_fd, int out_fd, int stop_fd,
+			   const struct opts *o)
+{
+	struct dir *d = calloc(1, sizeof(*d));
+	size_t cap = align8(ring_bytes(o));
+	void *buf = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (d == NULL || buf == MAP_FAILED) {
+		fprintf(stderr, "dline: cannot allocate a %zu byte ring: %s\n", cap, strerror(errno));
+		exit(1);
+	}
+	*d = (struct dir){.name = name, .in_fd = in_fd, .out_fd = out_fd, .stop_fd = stop_fd,
+			  .ring = {.buf = buf, .cap = cap}, .o = o,
+			  .seed = (unsigned int)now_ns() ^ (unsigned int)in_fd};
+	return d;
+}
+
+static void print_stats(const struct dir *d)
+{
+	fprintf(stderr, "%s fwd_frames=%llu fwd_bytes=%llu drop_frames=%llu drop_bytes=%llu",
+		d->name, (unsigned long long)d->fwd_frames, (unsigned long long)d->fwd_bytes,
+		(unsigned long long)d->drop_frames, (unsigned long long)d->drop_bytes);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {0};
+	parse(argc, argv, &o);
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+		fprintf(stderr, "dline: mlockall refused (%s), continuing\n", strerror(errno));
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	int fa = open_sock(o.ifa), fb = open_sock(o.ifb), stop = eventfd(0, 0);
+	if (fa < 0 || fb < 0 || stop < 0)
+		return 1;
+	struct dir *ab = new_dir("a->b", fa, fb, stop, &o), *ba = new_dir("b->a", fb, fa, stop, &o);
+	pthread_t ta, tb;
+	if (pthread_create(&ta, NULL, run_dir, ab) != 0 || pthread_create(&tb, NULL, run_dir, ba) != 0) {
+		fprintf(stderr, "dline: cannot start threads\n");
+		return 1;
+	}
+	printf("dline: ready %s<->%s delay=%gms rate=%gMbit queue=%llu loss=%g jitter=%gus\n", o.ifa,
+	       o.ifb, o.delay_ms, o.rate_mbit, (unsigned long long)o.queue_bytes, o.loss, o.jitter_us);
+	fflush(stdout);
+	int sig;
+	sigwait(&sigs, &sig);
+	uint64_t one = 1;
+	if (write(stop, &one, sizeof(one)) != sizeof(one))
+		fprintf(stderr, "dline: cannot signal the threads: %s\n", strerror(errno));
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	fprintf(stderr, "dline: stats ");
+	print_stats(ab);
+	fprintf(stderr, "; ");
+	print_stats(ba);
+	fprintf(stderr, "\n");
+	return 0;
+}
