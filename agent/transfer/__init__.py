@@ -1,0 +1,40 @@
+"""The transfer engine: ``reservoir copy`` of a volume or a byte range over parallel
+iSCSI streams, with checkpoints, resume, per-extent xxh3-128 digests and read-back
+verification.
+
+>>> summary = await copy("/srv/vol.img", "iscsi://10.0.0.2/iqn.2026-11.org.x:v/0",
+...                      CopyOptions(streams=8))
+"""
+
+from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
+from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
+from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy
+from reservoir.agent.transfer._plan import Extent, Plan, Queues, ServerPair, make_plan
+from reservoir.agent.transfer._progress import Progress, ProgressPrinter
+from reservoir.agent.transfer._stream import StreamStats
+from reservoir.agent.transfer._summary import CopySummary, PathStats, format_summary, root_hash
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "CopyError",
+    "CopyKey",
+    "CopyOptions",
+    "CopySummary",
+    "Extent",
+    "PathSpec",
+    "PathStats",
+    "Plan",
+    "Progress",
+    "ProgressPrinter",
+    "Queues",
+    "RemoteLun",
+    "ServerPair",
+    "StreamStats",
+    "copy",
+    "format_summary",
+    "make_plan",
+    "parse_location",
+    "parse_path",
+    "root_hash",
+]

@@ -1,0 +1,130 @@
+"""Copy checkpoints: the plan parameters and the digest of every completed extent.
+
+A JSON file saved atomically (temp file with mode 0600 in the same folder, fsync,
+rename, fsync of the folder), at most every ``interval`` seconds and at the end.
+``--resume`` loads it, refuses it when it belongs to another copy, and skips the
+extents it lists.  ``in_flight`` records the extents being sent at the last save, to
+count what a resume sends twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+SAVE_INTERVAL = 0.5
+
+
+class CheckpointError(Exception):
+    """The checkpoint cannot be used (unreadable, or for another copy)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyKey:
+    """What identifies a copy: a checkpoint only resumes the same one."""
+
+    source: str
+    dest: str
+    offset: int
+    length: int
+    extent_size: int
+
+    def digest(self) -> str:
+        text = f"{self.source}\n{self.dest}\n{self.offset}:{self.length}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def default_path(key: CopyKey) -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "reservoir" / f"copy-{key.digest()}.json"
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    key: CopyKey
+    done: dict[int, bytes] = field(default_factory=dict)
+    in_flight: set[int] = field(default_factory=set)
+    interval: float = SAVE_INTERVAL
+    _saved_at: float = 0.0
+
+    def record(self, extent_id: int, digest: bytes) -> None:
+        self.done[extent_id] = digest
+        self.in_flight.discard(extent_id)
+        self.save_if_due()
+
+    def save_if_due(self) -> None:
+        if time.monotonic() - self._saved_at >= self.interval:
+            self.save()
+
+    def save(self) -> None:
+        self._saved_at = time.monotonic()
+        atomic_write(self.path, json.dumps(self.to_json(), indent=1).encode())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "source": self.key.source,
+            "dest": self.key.dest,
+            "offset": self.key.offset,
+            "length": self.key.length,
+            "extent_size": self.key.extent_size,
+            "done": {str(i): d.hex() for i, d in sorted(self.done.items())},
+            "in_flight": sorted(self.in_flight),
+        }
+
+
+def load(path: Path, key: CopyKey) -> Checkpoint:
+    """Reads ``path``; raises CheckpointError unless it is a checkpoint of ``key``."""
+    try:
+        data = json.loads(path.read_text())
+        found = CopyKey(
+            data["source"], data["dest"], data["offset"], data["length"], data["extent_size"]
+        )
+        done = {int(i): bytes.fromhex(d) for i, d in data["done"].items()}
+        in_flight = {int(i) for i in data.get("in_flight", [])}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
+    if found != key:
+        raise CheckpointError(f"checkpoint {path} is for another copy: {_diff(found, key)}")
+    return Checkpoint(path, key, done, in_flight)
+
+
+def _diff(found: CopyKey, wanted: CopyKey) -> str:
+    names = ("source", "dest", "offset", "length", "extent_size")
+    parts = [
+        f"{n} {getattr(found, n)!r} (not {getattr(wanted, n)!r})"
+        for n in names
+        if getattr(found, n) != getattr(wanted, n)
+    ]
+    return ", ".join(parts)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Temp file 0600 in the same folder, fsync, rename over ``path``, fsync the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

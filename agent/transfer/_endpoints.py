@@ -1,0 +1,225 @@
+"""Copy endpoints: ``iscsi://HOST[:PORT]/IQN/LUN`` or a local path, and ``--path``.
+
+A :class:`Side` is one end of the copy (its size and block size); it opens one
+:class:`Channel` per stream: a remote side gives every stream its own iSCSI
+session (its own TCP connection, bound to the stream's path), a local side shares
+one open volume.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from reservoir.agent.initiator import RecoveryPolicy, Session
+from reservoir.agent.storage import Volume, open_volume
+
+ISCSI_PORT = 3260
+SYNCHRONIZE_CACHE_10 = bytes([0x35]) + bytes(9)
+
+
+class EndpointError(Exception):
+    """A location, a path or an endpoint that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLun:
+    host: str
+    port: int
+    iqn: str
+    lun: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"iscsi://{host}:{self.port}/{self.iqn}/{self.lun}"
+
+
+@dataclass(frozen=True, slots=True)
+class PathSpec:
+    """``--path LOCAL=REMOTE[:PORT]``: bind to LOCAL, connect to REMOTE."""
+
+    local: str
+    remote: str
+    port: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.local}={self.remote}" + (f":{self.port}" if self.port else "")
+
+
+def parse_location(text: str) -> RemoteLun | Path:
+    if not text.startswith("iscsi://"):
+        return Path(text)
+    url = urlsplit(text)
+    parts = url.path.strip("/").split("/")
+    try:
+        host, port = url.hostname, url.port or ISCSI_PORT
+        lun = int(parts[1]) if len(parts) == 2 else -1
+    except ValueError:
+        lun = -1
+    if not host or len(parts) != 2 or not parts[0] or lun < 0:
+        raise EndpointError(f"{text!r} is not iscsi://HOST[:PORT]/IQN/LUN")
+    return RemoteLun(host, port, parts[0], lun)
+
+
+def parse_path(text: str) -> PathSpec:
+    local, sep, remote = text.partition("=")
+    if not sep or not local or not remote:
+        raise EndpointError(f"--path {text!r} is not LOCAL=REMOTE[:PORT]")
+    host, colon, port = remote.rpartition(":")
+    if colon and port.isdigit() and "]" not in port:
+        return PathSpec(local, host.strip("[]"), int(port))
+    return PathSpec(local, remote.strip("[]"))
+
+
+class Channel(Protocol):
+    async def read(self, offset: int, length: int) -> bytes: ...
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None: ...
+
+    async def flush(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class Login:
+    """How remote sessions log in; ``on_session`` sees every stream's session."""
+
+    initiator_name: str
+    chap: tuple[str, str] | None = None
+    recovery: RecoveryPolicy | None = None
+    on_session: Callable[[int, Session], None] | None = None
+
+
+class Side(Protocol):
+    label: str
+    size: int
+    block_size: int
+
+    async def channel(self, stream: int, path: PathSpec | None) -> Channel: ...
+
+    async def close(self) -> None: ...
+
+
+def mib(size: int) -> str:
+    return f"{size / (1 << 20):g} MiB"
+
+
+class LocalChannel:
+    def __init__(self, volume: Volume) -> None:
+        self.volume = volume
+
+    async def read(self, offset: int, length: int) -> bytes:
+        return await self.volume.read(offset, length)
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None:
+        await self.volume.write(offset, data)
+
+    async def flush(self) -> None:
+        await self.volume.flush()
+
+    async def close(self) -> None:
+        return None
+
+
+class LocalSide:
+    def __init__(self, volume: Volume, label: str) -> None:
+        self.volume, self.label = volume, label
+        self.size, self.block_size = volume.size, volume.block_size
+
+    async def channel(self, stream: int, path: PathSpec | None) -> Channel:
+        return LocalChannel(self.volume)
+
+    async def close(self) -> None:
+        self.volume.close()
+
+
+class RemoteChannel:
+    def __init__(self, session: Session, lun: int, block_size: int) -> None:
+        self.session, self.lun, self.bs = session, lun, block_size
+
+    async def read(self, offset: int, length: int) -> bytes:
+        return await self.session.read(self.lun, offset // self.bs, length // self.bs, self.bs)
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None:
+        await self.session.write(self.lun, offset // self.bs, data, self.bs)
+
+    async def flush(self) -> None:
+        await self.session.scsi(self.lun, SYNCHRONIZE_CACHE_10)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+class RemoteSide:
+    def __init__(self, where: RemoteLun, login: Login, label: str) -> None:
+        self.where, self.login, self.label = where, login, label
+        self.size = self.block_size = 0
+
+    async def _open(self, path: PathSpec | None) -> Session:
+        host = path.remote if path else self.where.host
+        port = path.port if path and path.port else self.where.port
+        return await Session.open(
+            host,
+            port,
+            self.where.iqn,
+            initiator_name=self.login.initiator_name,
+            chap=self.login.chap,
+            local_address=path.local if path else None,
+            recovery=self.login.recovery,
+        )
+
+    async def probe(self) -> None:
+        async with await self._open(None) as session:
+            blocks, self.block_size = await session.capacity(self.where.lun)
+        self.size = blocks * self.block_size
+
+    async def channel(self, stream: int, path: PathSpec | None) -> Channel:
+        session = await self._open(path)
+        if self.login.on_session is not None:
+            self.login.on_session(stream, session)
+        return RemoteChannel(session, self.where.lun, self.block_size)
+
+    async def close(self) -> None:
+        return None
+
+
+async def open_source(text: str, login: Login) -> Side:
+    where = parse_location(text)
+    if isinstance(where, RemoteLun):
+        side = RemoteSide(where, login, f"source LUN {where.lun} of {where.iqn}")
+        await side.probe()
+        return side
+    if not where.exists():
+        raise EndpointError(f"source {where} does not exist")
+    return LocalSide(await open_volume(where, read_only=True, direct=False), f"source {where}")
+
+
+async def open_dest(text: str, login: Login, needed: int) -> Side:
+    """The destination; a missing or smaller regular file is extended to ``needed``."""
+    where = parse_location(text)
+    if isinstance(where, RemoteLun):
+        side = RemoteSide(where, login, f"destination LUN {where.lun} of {where.iqn}")
+        await side.probe()
+        return side
+    _grow_file(where, needed)
+    return LocalSide(await open_volume(where, direct=False), f"destination {where}")
+
+
+def _grow_file(path: Path, needed: int) -> None:
+    try:
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise EndpointError(f"cannot open destination {path}: {exc}") from exc
+    try:
+        if os.fstat(fd).st_size < needed:
+            os.ftruncate(fd, needed)
+    finally:
+        os.close(fd)

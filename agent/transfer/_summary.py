@@ -1,0 +1,91 @@
+"""The outcome of a copy: totals, per-stream and per-path figures, the root hash."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import xxhash
+
+from reservoir.agent.transfer._stream import StreamStats
+
+
+def root_hash(digests: Sequence[bytes]) -> str:
+    """xxh3-128 of the extent digests concatenated in extent order, in hex."""
+    return xxhash.xxh3_128_hexdigest(b"".join(digests))
+
+
+@dataclass
+class PathStats:
+    path: str
+    streams: int = 0
+    streams_up: int = 0
+    bytes: int = 0
+    extents: int = 0
+    retries: int = 0
+
+
+@dataclass
+class CopySummary:
+    source: str
+    dest: str
+    offset: int
+    length: int
+    extent_size: int
+    elapsed: float
+    root_hash: str
+    verified: bool
+    copied_bytes: int  # extents completed by this run
+    skipped_extents: int  # already done according to the checkpoint
+    skipped_bytes: int
+    resent_bytes: int  # sent twice: in flight at the last checkpoint, or resent to verify
+    mismatches: int
+    checkpoint: str
+    streams: list[StreamStats] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        """Bytes per second copied by this run."""
+        return self.copied_bytes / self.elapsed if self.elapsed > 0 else 0.0
+
+    def paths(self) -> list[PathStats]:
+        found: dict[str, PathStats] = {}
+        for s in self.streams:
+            p = found.setdefault(s.path, PathStats(s.path))
+            p.streams += 1
+            p.streams_up += s.up
+            p.bytes, p.extents, p.retries = (
+                p.bytes + s.bytes,
+                p.extents + s.extents,
+                p.retries + s.retries,
+            )
+        return list(found.values())
+
+
+def _row(cells: Sequence[object]) -> str:
+    return "  ".join(f"{c!s:>12}" if i else f"{c!s:<22}" for i, c in enumerate(cells))
+
+
+def format_summary(s: CopySummary) -> str:
+    lines = [_row(["stream", "bytes", "MB/s", "extents", "retries", "state"])]
+    for st in s.streams:
+        rate = st.bytes / st.seconds / 1e6 if st.seconds else 0.0
+        state = "ok" if st.up else f"lost: {st.error}"
+        lines.append(
+            _row(
+                [f"{st.index} ({st.path})", st.bytes, f"{rate:.1f}", st.extents, st.retries, state]
+            )
+        )
+    lines.append(_row(["path", "bytes", "streams up", "extents", "retries", ""]))
+    for p in s.paths():
+        lines.append(
+            _row([p.path, p.bytes, f"{p.streams_up}/{p.streams}", p.extents, p.retries, ""])
+        )
+    verify = f"verified, {s.mismatches} mismatches resent" if s.verified else "not verified"
+    lines += [
+        f"copied {s.copied_bytes} bytes in {s.elapsed:.2f} s ({s.rate / 1e6:.1f} MB/s); "
+        f"skipped {s.skipped_bytes} bytes ({s.skipped_extents} extents) from the checkpoint; "
+        f"sent twice {s.resent_bytes} bytes",
+        f"root hash {s.root_hash} ({verify})",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""``reservoir copy SOURCE DEST``: copy a volume or a byte range over parallel streams.
+
+SOURCE and DEST are local paths (files or block devices) or remote LUNs
+``iscsi://HOST[:PORT]/IQN/LUN``.  Exit status 0 on success, 1 with a one-line
+message on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from reservoir.agent.transfer._engine import DEFAULT_INITIATOR, CopyError, CopyOptions, copy
+from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
+from reservoir.agent.transfer._progress import ProgressPrinter
+from reservoir.agent.transfer._summary import format_summary
+
+Sub = Any  # argparse's _SubParsersAction is private
+
+
+def register(sub: Sub) -> None:
+    p = sub.add_parser("copy", help="copy a volume over parallel iSCSI streams")
+    p.add_argument("source", metavar="SOURCE", help="local path or iscsi://HOST[:PORT]/IQN/LUN")
+    p.add_argument("dest", metavar="DEST", help="iscsi://HOST[:PORT]/IQN/LUN or local path")
+    p.add_argument("--streams", type=int, default=4, help="parallel streams (default 4)")
+    p.add_argument("--extent-size", type=int, default=DEFAULT_EXTENT_SIZE, metavar="BYTES")
+    p.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="LOCAL=REMOTE[:PORT]",
+        help="a network path; streams are spread over the paths (repeatable)",
+    )
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument("--no-verify", action="store_true", help="do not read extents back")
+    p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
+    p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")
+    p.add_argument("--initiator-name", default=DEFAULT_INITIATOR, metavar="IQN")
+    p.add_argument("--chap", metavar="USER:SECRET", help="CHAP credentials for remote LUNs")
+    p.set_defaults(func=main)
+
+
+def options_from(args: argparse.Namespace) -> CopyOptions:
+    return CopyOptions(
+        streams=args.streams,
+        extent_size=args.extent_size,
+        paths=list(args.path),
+        resume=args.resume,
+        verify=not args.no_verify,
+        checkpoint=args.checkpoint,
+        range=parse_range(args.range) if args.range else None,
+        initiator_name=args.initiator_name,
+        chap=parse_chap(args.chap) if args.chap else None,
+    )
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    offset, sep, length = text.partition(":")
+    try:
+        if sep:
+            return int(offset, 0), int(length, 0)
+    except ValueError:
+        pass
+    raise CopyError(f"--range {text!r} is not OFFSET:LENGTH")
+
+
+def parse_chap(text: str) -> tuple[str, str]:
+    user, sep, secret = text.partition(":")
+    if not sep or not user or not secret:
+        raise CopyError("--chap is not USER:SECRET")
+    return user, secret
+
+
+def main(args: argparse.Namespace) -> int:
+    printer = ProgressPrinter(sys.stderr)
+    try:
+        options = options_from(args)
+        summary = asyncio.run(copy(args.source, args.dest, options, progress=printer))
+    except CopyError as exc:
+        printer.finish()
+        print(f"reservoir copy: {exc}", file=sys.stderr)
+        return 1
+    printer.finish()
+    print(format_summary(summary))
+    return 0

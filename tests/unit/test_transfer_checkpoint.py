@@ -1,0 +1,82 @@
+"""Copy checkpoints: round trip, atomic 0600 saves, refusal of another copy's file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reservoir.agent.transfer import Checkpoint, CheckpointError, CopyKey
+from reservoir.agent.transfer import _checkpoint as ck
+
+KEY = CopyKey("/src.img", "iscsi://h:3260/iqn.x:t/0", 0, 64 << 20, 8 << 20)
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "ck.json"
+    saved = Checkpoint(path, KEY, in_flight={4, 5})
+    saved.record(0, bytes(range(16)))
+    saved.record(3, b"\xff" * 16)
+    saved.save()
+    loaded = ck.load(path, KEY)
+    assert loaded.done == {0: bytes(range(16)), 3: b"\xff" * 16}
+    assert loaded.in_flight == {4, 5}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == ["ck.json"]  # no temp file left
+
+
+def test_saves_at_most_every_interval(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    checkpoint = Checkpoint(path, KEY, interval=3600)
+    checkpoint.record(0, bytes(16))  # the first record saves
+    checkpoint.record(1, bytes(16))
+    assert list(json.loads(path.read_text())["done"]) == ["0"]
+    checkpoint.save()
+    assert list(json.loads(path.read_text())["done"]) == ["0", "1"]
+
+
+def test_atomic_write_keeps_the_old_file_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ck.json"
+    ck.atomic_write(path, b"old")
+
+    def broken(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError, match="disk full"):
+        ck.atomic_write(path, b"new")
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["ck.json"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("source", "/other.img"), ("dest", "/x"), ("offset", 512), ("extent_size", 1 << 20)],
+)
+def test_refuses_another_copy(tmp_path: Path, field: str, value: Any) -> None:
+    path = tmp_path / "ck.json"
+    Checkpoint(path, KEY).save()
+    other = dataclasses.replace(KEY, **{field: value})
+    with pytest.raises(CheckpointError, match=f"another copy: {field}"):
+        ck.load(path, other)
+
+
+def test_refuses_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    path.write_text("{not json")
+    with pytest.raises(CheckpointError, match="cannot read"):
+        ck.load(path, KEY)
+
+
+def test_default_path_depends_on_source_dest_and_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", "/state")
+    path = ck.default_path(KEY)
+    assert path.parent == Path("/state/reservoir") and path.name.startswith("copy-")
+    assert ck.default_path(CopyKey("/src.img", KEY.dest, 512, KEY.length, KEY.extent_size)) != path

@@ -1,0 +1,189 @@
+"""Streams against fake channels: speeds, work stealing, lost streams, verification."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from reservoir.agent.initiator import ConnectionLostError
+from reservoir.agent.transfer import Extent, Queues, ServerPair, make_plan, root_hash
+from reservoir.agent.transfer._stream import (
+    Dispatcher,
+    Settings,
+    StreamStats,
+    StreamWorker,
+    VerifyError,
+    digest,
+)
+
+BLOCK = 512
+EXTENT = 64 << 10
+
+
+class Memory:
+    """A fake volume: ``delay`` seconds per command; fails after ``fail_after`` writes;
+    corrupts the first ``corrupt`` writes."""
+
+    def __init__(self, data: bytearray, delay: float = 0.0) -> None:
+        self.data, self.delay = data, delay
+        self.fail_after: int | None = None
+        self.corrupt = 0
+        self.writes = 0
+
+    async def read(self, offset: int, length: int) -> bytes:
+        await asyncio.sleep(self.delay)
+        if self.fail_after is not None and self.writes >= self.fail_after:
+            raise ConnectionLostError("dropped by the test")
+        return bytes(self.data[offset : offset + length])
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None:
+        await asyncio.sleep(self.delay)
+        self.writes += 1
+        if self.fail_after is not None and self.writes > self.fail_after:
+            raise ConnectionLostError("dropped by the test")
+        self.data[offset : offset + len(data)] = data
+        if self.corrupt:
+            self.corrupt -= 1
+            self.data[offset] ^= 0xFF
+
+    async def flush(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class Sink(Memory):
+    """A view of one shared destination with this stream's own speed."""
+
+    def __init__(self, shared: Memory, delay: float) -> None:
+        super().__init__(shared.data, delay)
+
+
+async def run(
+    delays: list[float],
+    extents: int,
+    *,
+    settings: Settings | None = None,
+    sinks: list[Memory] | None = None,
+    lost_source: int | None = None,
+) -> tuple[bytes, bytearray, list[StreamStats], list[float], dict[int, bytes]]:
+    size = extents * EXTENT
+    source = os.urandom(size)
+    dest = bytearray(size)
+    plan = make_plan(
+        0, size, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", len(delays))
+    )
+    dispatcher = Dispatcher(Queues(plan), len(delays))
+    done: dict[int, bytes] = {}
+    finish = [0.0] * len(delays)
+    loop = asyncio.get_running_loop()
+
+    def on_done(worker: StreamWorker, extent: Extent, extent_digest: bytes) -> None:
+        assert extent.id not in done
+        done[extent.id] = extent_digest
+        dispatcher.done(worker.stats.index, extent)
+
+    async def stream(i: int, worker: StreamWorker) -> None:
+        await worker.run()
+        finish[i] = loop.time()
+
+    chosen = sinks or [Memory(dest, d) for d in delays]
+    for sink in chosen:
+        sink.data = dest
+    sources = [Memory(bytearray(source)) for _ in delays]
+    if lost_source is not None:
+        sources[lost_source].fail_after = 0
+    workers = [
+        StreamWorker(
+            StreamStats(i, "p"),
+            sources[i],
+            chosen[i],
+            dispatcher,
+            settings or Settings(piece=16 << 10, depth=4),
+            on_done,
+        )
+        for i in range(len(delays))
+    ]
+    await asyncio.gather(*(stream(i, w) for i, w in enumerate(workers)))
+    return source, dest, [w.stats for w in workers], finish, done
+
+
+def test_copies_every_extent_once() -> None:
+    source, dest, stats, _, done = asyncio.run(run([0.0] * 3, 20))
+    assert dest == source
+    assert sorted(done) == list(range(20))
+    assert sum(s.extents for s in stats) == 20
+    assert root_hash([done[i] for i in range(20)]) == root_hash(
+        [digest(source[i * EXTENT : (i + 1) * EXTENT]) for i in range(20)]
+    )
+
+
+def test_slow_and_fast_streams_finish_within_one_extent() -> None:
+    delays = [0.0005, 0.001, 0.002, 0.004]
+    source, dest, stats, finish, _ = asyncio.run(run(delays, 60))
+    assert dest == source
+    per_extent = 2 * (EXTENT // (16 << 10)) / 4 * max(delays)  # write + read back, 4 in flight
+    assert max(finish) - min(finish) <= 3 * per_extent + 0.05  # read ahead holds <= 3 extents
+    assert stats[0].extents > stats[3].extents
+
+
+def test_lost_stream_extents_are_carried_by_the_others() -> None:
+    shared = Memory(bytearray())
+    sinks: list[Memory] = [Sink(shared, 0.0005) for _ in range(3)]
+    sinks[1].fail_after = 6
+    source, dest, stats, _, done = asyncio.run(run([0.0] * 3, 24, sinks=sinks))
+    assert dest == source and sorted(done) == list(range(24))
+    assert not stats[1].up and "dropped" in str(stats[1].error)
+    assert stats[0].up and stats[2].up
+
+
+def test_every_stream_lost_leaves_extents_undone() -> None:
+    sinks: list[Memory] = [Memory(bytearray()) for _ in range(2)]
+    for sink in sinks:
+        sink.fail_after = 0
+    _, _, stats, _, done = asyncio.run(run([0.0] * 2, 8, sinks=sinks))
+    assert not done and not any(s.up for s in stats)
+
+
+def test_mismatch_is_resent_and_counted() -> None:
+    sink = Memory(bytearray())
+    sink.corrupt = 2
+    settings = Settings(piece=EXTENT)
+    source, dest, stats, _, _ = asyncio.run(run([0.0], 4, sinks=[sink], settings=settings))
+    assert dest == source
+    assert stats[0].retries == 2 and stats[0].bytes == 6 * EXTENT
+
+
+def test_mismatch_gives_up_after_retries() -> None:
+    sink = Memory(bytearray())
+    sink.corrupt = 100
+    with pytest.raises(VerifyError, match="extent 0"):
+        asyncio.run(run([0.0], 2, sinks=[sink], settings=Settings(piece=EXTENT, retries=2)))
+
+
+def test_no_verify_does_not_read_back() -> None:
+    sink = Memory(bytearray())
+    sink.corrupt = 1
+    source, dest, stats, _, _ = asyncio.run(
+        run([0.0], 2, sinks=[sink], settings=Settings(verify=False))
+    )
+    assert dest != source and stats[0].retries == 0
+
+
+def test_lost_while_reading_back_is_carried_too() -> None:
+    sinks: list[Memory] = [Memory(bytearray(), 0.0005) for _ in range(2)]
+    sinks[0].fail_after = 5  # its read-back after the fifth write fails
+    source, dest, stats, _, done = asyncio.run(
+        run([0.0] * 2, 12, sinks=sinks, settings=Settings(piece=EXTENT))
+    )
+    assert dest == source and sorted(done) == list(range(12))
+    assert not stats[0].up and stats[1].up
+
+
+def test_lost_source_session_is_carried_too() -> None:
+    source, dest, stats, _, done = asyncio.run(run([0.0005] * 3, 12, lost_source=1))
+    assert dest == source and sorted(done) == list(range(12))
+    assert not stats[1].up and stats[1].extents == 0
