@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance fmt clean
+.PHONY: install test check demo conformance bench fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -17,11 +17,14 @@ test: $(STAMP)      ## unit, integration (real peers on loopback) and bounded fu
 check: $(STAMP)     ## ruff lint, ruff format --check, mypy strict
 	scripts/check.sh
 
-demo: $(STAMP)      ## serve a target and show it with libiscsi's tools
+demo: $(STAMP)      ## a verified transfer between two hosts through an emulated LFN
 	scripts/demo.sh
 
 conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, same run
 	.venv/bin/python -m reservoir.lab.compare_targets
+
+bench: $(STAMP)     ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)
+	.venv/bin/python -m reservoir.lab.bench_copy
 
 fmt: $(STAMP)
 	.venv/bin/ruff format reservoir agent lab tests
