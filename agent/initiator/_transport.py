@@ -10,9 +10,12 @@ one loop iteration with a single ``writelines``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from reservoir.agent.iscsi import pdu as P
 
@@ -133,6 +136,67 @@ async def tcp_connect(
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return protocol
+
+
+IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
+
+
+async def mptcp_connect(
+    host: str, port: int, local_address: str | None, sink: PduSink
+) -> TcpTransport:
+    """Like :func:`tcp_connect` over an MPTCP socket (``IPPROTO_MPTCP``, Linux >= 5.6).
+
+    The kernel adds subflows on other links when the path manager is set up on both
+    ends (``ip mptcp limits set subflow 2 add_addr_accepted 2`` here and on the target,
+    plus ``ip mptcp endpoint add ADDR dev DEV signal`` for every extra target address).
+    Raises OSError with a clear message when the kernel refuses MPTCP sockets.
+    """
+    loop = asyncio.get_running_loop()
+    # resolved with protocol 0: getaddrinfo does not know IPPROTO_MPTCP
+    family, _, _, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"the kernel refuses MPTCP sockets ({exc.strerror}): it needs CONFIG_MPTCP "
+            "and sysctl net.mptcp.enabled=1",
+        ) from exc
+    try:
+        sock.setblocking(False)
+        if local_address:
+            sock.bind((local_address, 0))
+        await _connect(loop, sock, address)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _, protocol = await loop.create_connection(lambda: TcpTransport(sink), sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+    return protocol
+
+
+async def _connect(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, address: tuple[Any, ...]
+) -> None:
+    """Non-blocking connect; ``loop.sock_connect`` would re-resolve the address with
+    the socket's protocol, which getaddrinfo rejects for IPPROTO_MPTCP."""
+    err = sock.connect_ex(address)
+    if err == errno.EINPROGRESS:
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def writable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_writer(sock.fileno(), writable)
+        try:
+            await ready
+        finally:
+            loop.remove_writer(sock.fileno())
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        raise OSError(err, f"connect to {address[0]}:{address[1]}: {os.strerror(err)}")
 
 
 class Relay:

@@ -1,6 +1,7 @@
 """The transfer engine: ``reservoir copy`` of a volume or a byte range over parallel
 iSCSI streams, with checkpoints, resume, per-extent xxh3-128 digests and read-back
-verification.
+verification; over several paths with per-path health and failover (``_paths``),
+MPTCP sockets, and JSON-lines telemetry (``_telemetry``).
 
 >>> summary = await copy("/srv/vol.img", "iscsi://10.0.0.2/iqn.2026-11.org.x:v/0",
 ...                      CopyOptions(streams=8))
@@ -9,6 +10,7 @@ verification.
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
 from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy
+from reservoir.agent.transfer._paths import PathReport
 from reservoir.agent.transfer._plan import Extent, Plan, Queues, ServerPair, make_plan
 from reservoir.agent.transfer._progress import Progress, ProgressPrinter
 from reservoir.agent.transfer._stream import StreamStats
@@ -22,6 +24,7 @@ __all__ = [
     "CopyOptions",
     "CopySummary",
     "Extent",
+    "PathReport",
     "PathSpec",
     "PathStats",
     "Plan",

@@ -8,6 +8,7 @@ one open volume.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import stat
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from reservoir.agent.initiator import RecoveryPolicy, Session
+from reservoir.agent.initiator import RecoveryPolicy, Session, discover
+from reservoir.agent.initiator._transport import Connector
 from reservoir.agent.storage import Volume, open_volume
 
 ISCSI_PORT = 3260
@@ -94,12 +96,14 @@ class Login:
     chap: tuple[str, str] | None = None
     recovery: RecoveryPolicy | None = None
     on_session: Callable[[int, Session], None] | None = None
+    connector: Connector | None = None  # MPTCP, or a test's
 
 
 class Side(Protocol):
     label: str
     size: int
     block_size: int
+    remote: bool  # channels go over the network (and over the streams' paths)
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel: ...
 
@@ -128,6 +132,8 @@ class LocalChannel:
 
 
 class LocalSide:
+    remote = False
+
     def __init__(self, volume: Volume, label: str) -> None:
         self.volume, self.label = volume, label
         self.size, self.block_size = volume.size, volume.block_size
@@ -157,11 +163,15 @@ class RemoteChannel:
 
 
 class RemoteSide:
+    remote = True
+
     def __init__(self, where: RemoteLun, login: Login, label: str) -> None:
         self.where, self.login, self.label = where, login, label
         self.size = self.block_size = 0
 
-    async def _open(self, path: PathSpec | None) -> Session:
+    async def _open(
+        self, path: PathSpec | None, recovery: RecoveryPolicy | None = None, timeout: float = 10.0
+    ) -> Session:
         host = path.remote if path else self.where.host
         port = path.port if path and path.port else self.where.port
         return await Session.open(
@@ -171,8 +181,15 @@ class RemoteSide:
             initiator_name=self.login.initiator_name,
             chap=self.login.chap,
             local_address=path.local if path else None,
-            recovery=self.login.recovery,
+            recovery=recovery or self.login.recovery,
+            connector=self.login.connector,
+            login_timeout=timeout,
         )
+
+    async def heartbeat_session(self, path: PathSpec, timeout: float) -> Session:
+        """A session on ``path`` for NOP-Out heartbeats: it does not reconnect by itself
+        (a failed ping drops it and the next heartbeat logs in afresh)."""
+        return await self._open(path, RecoveryPolicy(attempts=1, first_delay=0.0), timeout)
 
     async def probe(self) -> None:
         async with await self._open(None) as session:
@@ -223,3 +240,61 @@ def _grow_file(path: Path, needed: int) -> None:
             os.ftruncate(fd, needed)
     finally:
         os.close(fd)
+
+
+class CountingChannel:
+    """A channel that counts the bytes of every completed command (path progress)."""
+
+    def __init__(self, inner: Channel, count: Callable[[int], None]) -> None:
+        self.inner, self.count = inner, count
+
+    async def read(self, offset: int, length: int) -> bytes:
+        data = await self.inner.read(offset, length)
+        self.count(length)
+        return data
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None:
+        await self.inner.write(offset, data)
+        self.count(len(data))
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def pair_binds(binds: list[str], portals: list[tuple[str, int]]) -> list[PathSpec]:
+    """``--bind LOCAL[/PREFIX]``: one path from each LOCAL to the portal on its subnet
+    (/24 unless PREFIX is given); EndpointError if some LOCAL has none."""
+    paths = []
+    for bind in binds:
+        local, _, prefix = bind.partition("/")
+        try:
+            net = ipaddress.ip_interface(f"{local}/{prefix or 24}").network
+        except ValueError as exc:
+            raise EndpointError(f"--bind {bind!r} is not LOCAL[/PREFIX]: {exc}") from exc
+        match = [(host, port) for host, port in portals if _in(host, net)]
+        if not match:
+            listed = ", ".join(f"{h}:{p}" for h, p in portals) or "none"
+            raise EndpointError(
+                f"--bind {bind}: the target has no portal on {net} (its portals: {listed})"
+            )
+        paths.append(PathSpec(local, match[0][0], match[0][1]))
+    return paths
+
+
+def _in(host: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        return ipaddress.ip_address(host) in net
+    except ValueError:
+        return False
+
+
+async def resolve_binds(binds: list[str], where: RemoteLun, login: Login) -> list[PathSpec]:
+    """Discover the portals of ``where``'s target (SendTargets) and pair the binds."""
+    targets = await discover(
+        where.host, where.port, initiator_name=login.initiator_name, chap=login.chap
+    )
+    portals = [(p.address, p.port) for t in targets if t.name == where.iqn for p in t.portals]
+    return pair_binds(binds, portals)

@@ -5,24 +5,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reservoir.agent.initiator import InitiatorError, RecoveryPolicy, Session
+from reservoir.agent.initiator._transport import mptcp_connect
+from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
+from reservoir.agent.telemetry import DEFAULT_INTERVAL
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer._endpoints import (
+    Channel,
+    CountingChannel,
     EndpointError,
     Login,
     PathSpec,
+    RemoteChannel,
+    RemoteLun,
     RemoteSide,
     Side,
     mib,
     open_dest,
     open_source,
+    parse_location,
     parse_path,
+    resolve_binds,
 )
+from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE, Extent, Plan, Queues, ServerPair
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
@@ -34,6 +44,7 @@ from reservoir.agent.transfer._stream import (
     VerifyError,
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
+from reservoir.agent.transfer._telemetry import Telemetry
 
 DEFAULT_INITIATOR = "iqn.2026-11.org.reservoir:copy"
 TICK = 0.5
@@ -59,6 +70,11 @@ class CopyOptions:
     verify_retries: int = 3
     recovery: RecoveryPolicy | None = None
     on_session: Callable[[int, Session], None] | None = None  # test and telemetry seam
+    telemetry: Path | None = None  # JSON lines: stream samples, path states, progress
+    telemetry_interval: float = DEFAULT_INTERVAL
+    binds: list[str] = field(default_factory=list)  # LOCAL[/PREFIX], paired by SendTargets
+    mptcp: bool = False  # MPTCP sockets (see cli.py for the ip mptcp setup)
+    health: HealthConfig = DEFAULT_HEALTH  # path health (two paths or more)
 
 
 async def copy(
@@ -71,9 +87,17 @@ async def copy(
     """Copies ``source`` to ``dest``; raises :class:`CopyError`."""
     if options.streams < 1:
         raise CopyError("--streams must be at least 1")
-    login = Login(options.initiator_name, options.chap, options.recovery, options.on_session)
+    login = Login(
+        options.initiator_name,
+        options.chap,
+        options.recovery,
+        options.on_session,
+        connector=mptcp_connect if options.mptcp else None,
+    )
     try:
         paths = [parse_path(p) for p in options.paths]
+        if options.binds:
+            paths += await resolve_binds(options.binds, _remote_of(source, dest), login)
         src = await open_source(source, login)
         try:
             return await _copy_from(
@@ -85,6 +109,14 @@ async def copy(
         raise CopyError(str(exc)) from exc
     except (InitiatorError, StorageError, OSError) as exc:
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _remote_of(source: str, dest: str) -> RemoteLun:
+    for text in (dest, source):
+        where = parse_location(text)
+        if isinstance(where, RemoteLun):
+            return where
+    raise EndpointError("--bind needs a remote (iscsi://) source or destination")
 
 
 async def _copy_from(
@@ -147,19 +179,14 @@ def _checkpoint(source: str, dest: str, plan: Plan, options: CopyOptions) -> ck.
     return ck.Checkpoint(path, key)
 
 
-async def _run_all(workers: list[StreamWorker]) -> None:
-    """Runs every stream; the first error that is not a lost stream stops them all."""
-    tasks = [asyncio.create_task(w.run()) for w in workers]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
 class Run:
-    """One execution of a plan: the streams, their bookkeeping and the checkpoint."""
+    """One execution of a plan: the streams, their bookkeeping and the checkpoint.
+
+    With two paths or more, a :class:`PathMonitor` watches them: a failed path's
+    streams are stopped (their extents go back to the queue for the other paths) and
+    reopened when the path recovers.  ``pinger`` opens a heartbeat session on a path
+    (the test seam; by default a session on the remote side).
+    """
 
     def __init__(
         self,
@@ -171,6 +198,7 @@ class Run:
         options: CopyOptions,
         checkpoint: ck.Checkpoint,
         progress: Callable[[Progress], None] | None,
+        pinger: Callable[[PathSpec], Awaitable[Pinger]] | None = None,
     ) -> None:
         self.plan, self.src, self.dst, self.paths = plan, src, dst, paths
         self.options, self.checkpoint, self.progress = options, checkpoint, progress
@@ -180,6 +208,28 @@ class Run:
         self.stats = [StreamStats(i, self._path_label(i)) for i in range(plan.streams)]
         self.copied = self.resent = self.mismatches = 0
         self.started = time.monotonic()
+        self.workers: dict[int, StreamWorker] = {}
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.counters: dict[str, int] = {}
+        self.specs = {str(p): p for p in paths}
+        self.telemetry: Telemetry | None = None
+        self._reopening = 0
+        self._wake: asyncio.Event | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        opener = pinger or self._remote_pinger()
+        self.monitor: PathMonitor | None = None
+        if len(self.specs) >= 2 and opener is not None:
+            specs = self.specs
+            self.monitor = PathMonitor(
+                list(specs), self, lambda label: opener(specs[label]), config=options.health
+            )
+
+    def _remote_pinger(self) -> Callable[[PathSpec], Awaitable[Pinger]] | None:
+        side = self.dst if self._dst_remote() else self.src
+        if not isinstance(side, RemoteSide):
+            return None
+        hbspan = self.options.health.hbspan
+        return lambda path: side.heartbeat_session(path, hbspan)
 
     def _path(self, stream: int) -> PathSpec | None:
         return self.paths[stream % len(self.paths)] if self.paths else None
@@ -191,20 +241,76 @@ class Run:
         remote = self.dst if isinstance(self.dst, RemoteSide) else self.src
         return str(remote.where) if isinstance(remote, RemoteSide) else "local"
 
+    def _streams_of(self, label: str) -> list[int]:
+        return [s.index for s in self.stats if s.path == label]
+
     async def execute(self) -> CopySummary:
-        workers = await self._open_streams()
-        ticker = asyncio.create_task(self._tick())
+        self._wake = asyncio.Event()
+        if self.options.telemetry is not None:
+            self.telemetry = Telemetry(self.options.telemetry, self.options.telemetry_interval)
+            self.telemetry.start()
         try:
-            await _run_all(workers)
+            await self._execute()
+        finally:
+            if self.telemetry is not None:
+                self._report()
+                await self.telemetry.close()
+        return self._summary()
+
+    async def _execute(self) -> None:
+        for worker in await self._open_streams():
+            self._start(worker)
+        ticker = asyncio.create_task(self._tick())
+        if self.monitor is not None:
+            self.monitor.start()
+        try:
+            await self._supervise()
             self._check_complete()
-            await self._flush(workers)
+            await self._flush(list(self.workers.values()))
         finally:
             ticker.cancel()
+            if self.monitor is not None:
+                await self.monitor.stop()
+            tasks = list(self.tasks.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             self.checkpoint.in_flight = self.dispatcher.in_flight() | self.previously_in_flight
             self.checkpoint.save()
-            await self._close(workers)
+            await self._close(list(self.workers.values()))
+            await asyncio.gather(*self._background, return_exceptions=True)
         self._report()
-        return self._summary()
+
+    def _start(self, worker: StreamWorker) -> None:
+        index = worker.stats.index
+        self.workers[index] = worker
+        self.tasks[index] = asyncio.create_task(worker.run())
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _supervise(self) -> None:
+        """Waits for the streams (their number changes with failover); the first error
+        that is not a lost stream stops them all."""
+        assert self._wake is not None
+        while True:
+            for index, task in list(self.tasks.items()):
+                if not task.done():
+                    continue
+                del self.tasks[index]
+                self.dispatcher.fail(index)  # anything still held goes back (no-op if none)
+                if not task.cancelled() and (error := task.exception()) is not None:
+                    raise error
+            if not self.tasks and (self._reopening == 0 or self._all_done()):
+                return
+            self._wake.clear()
+            waiter = asyncio.create_task(self._wake.wait())
+            try:
+                await asyncio.wait({*self.tasks.values(), waiter}, return_when="FIRST_COMPLETED")
+            finally:
+                waiter.cancel()
+
+    def _all_done(self) -> bool:
+        return len(self.checkpoint.done) >= len(self.plan.extents)
 
     async def _open_streams(self) -> list[StreamWorker]:
         opened = await asyncio.gather(
@@ -225,13 +331,22 @@ class Run:
 
     async def _open_stream(self, index: int) -> StreamWorker:
         path = self._path(index)
-        src_path = path if isinstance(self.src, RemoteSide) and not self._dst_remote() else None
+        src_path = path if self.src.remote and not self._dst_remote() else None
         source = await self.src.channel(index, src_path)
         try:
             dest = await self.dst.channel(index, path if self._dst_remote() else None)
         except BaseException:
             await source.close()
             raise
+        label = self.stats[index].path
+        net = dest if self._dst_remote() else source
+        if self.telemetry is not None and isinstance(net, RemoteChannel):
+            self.telemetry.stream(index, label, net.session)
+        if path is not None:
+            if src_path is not None:
+                source = self._counted(source, label)
+            else:
+                dest = self._counted(dest, label)
         settings = Settings(
             self.options.piece_size,
             self.options.depth,
@@ -242,8 +357,17 @@ class Run:
             self.stats[index], source, dest, self.dispatcher, settings, self._on_done
         )
 
+    def _counted(self, channel: Channel, label: str) -> Channel:
+        """Counts the path's progress: the bytes of completed commands."""
+        self.counters.setdefault(label, 0)
+
+        def count(length: int) -> None:
+            self.counters[label] += length
+
+        return CountingChannel(channel, count)
+
     def _dst_remote(self) -> bool:
-        return isinstance(self.dst, RemoteSide)
+        return self.dst.remote
 
     def _on_done(self, worker: StreamWorker, extent: Extent, digest: bytes) -> None:
         self.dispatcher.done(worker.stats.index, extent)
@@ -254,19 +378,97 @@ class Run:
         self.checkpoint.record(extent.id, digest)
         self._report()
 
+    # ------------------------------------------------------------ paths (Actions)
+
+    def path_counter(self, path: str) -> int:
+        return self.counters.get(path, 0)
+
+    def path_busy(self, path: str) -> bool:
+        return any(self.dispatcher.held[i] for i in self._streams_of(path) if i in self.tasks)
+
+    def still_queued(self, extents: set[int]) -> set[int]:
+        return extents & set(self.dispatcher.queues.retry)
+
+    def path_event(self, path: str, state: str, reason: str) -> None:
+        if self.telemetry is not None:
+            self.telemetry.path_state(path, state, reason)
+
+    def fail_path(self, path: str, reason: str) -> set[int]:
+        """Stops the path's streams; their extents go back to the queue."""
+        moved: set[int] = set()
+        for index in self._streams_of(path):
+            task = self.tasks.get(index)
+            if task is not None and not task.done():
+                task.cancel()
+            moved |= {e.id for e in self.dispatcher.held[index]}
+            self.dispatcher.fail(index)
+            if self.stats[index].error is None:
+                self.stats[index].error = f"path failed: {reason}"
+            worker = self.workers.pop(index, None)
+            if worker is not None:
+                self._spawn(self._discard(worker))
+            if self.telemetry is not None:
+                self.telemetry.stream_gone(index)
+        if self._wake is not None:
+            self._wake.set()
+        return moved
+
+    async def recover_path(self, path: str) -> None:
+        """Reopens the path's streams that are not running."""
+        if self._all_done():
+            return
+        self._reopening += 1
+        try:
+            for index in self._streams_of(path):
+                if index in self.tasks and not self.tasks[index].done():
+                    continue
+                try:
+                    worker = await asyncio.wait_for(
+                        self._open_stream(index), self.options.health.hbspan * 3
+                    )
+                except (InitiatorError, OSError, TimeoutError) as exc:
+                    self.stats[index].error = f"reopen failed: {type(exc).__name__}: {exc}"
+                    continue
+                self.stats[index].error = None
+                self.stats[index].reopened += 1
+                self._start(worker)
+        finally:
+            self._reopening -= 1
+            if self._wake is not None:
+                self._wake.set()
+
+    def _spawn(self, job: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(job)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _discard(self, worker: StreamWorker) -> None:
+        """Closes a failed stream's channels without waiting on the dead path."""
+        for channel in (worker.source, worker.dest):
+            inner = channel.inner if isinstance(channel, CountingChannel) else channel
+            if isinstance(inner, RemoteChannel) and inner.session.transport is not None:
+                inner.session.transport.drop()
+            with contextlib.suppress(InitiatorError, OSError, TimeoutError):
+                await asyncio.wait_for(channel.close(), 1.0)
+
+    # ------------------------------------------------------------ reporting
+
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK)
             self._report()
 
     def _report(self) -> None:
+        done_bytes = sum(self.plan.extent(i).length for i in self.checkpoint.done)
+        if self.telemetry is not None:
+            self.telemetry.progress(len(self.checkpoint.done), len(self.plan.extents), done_bytes)
         if self.progress is None:
             return
         done = len(self.checkpoint.done)
         up = [s for s in self.stats if s.up]
         self.progress(
             Progress(
-                done_bytes=sum(self.plan.extent(i).length for i in self.checkpoint.done),
+                done_bytes=done_bytes,
                 total_bytes=self.plan.length,
                 sent_bytes=sum(s.bytes for s in self.stats),
                 elapsed=time.monotonic() - self.started,
@@ -316,4 +518,5 @@ class Run:
             mismatches=sum(s.retries for s in self.stats),
             checkpoint=str(self.checkpoint.path),
             streams=self.stats,
+            path_reports=self.monitor.reports() if self.monitor is not None else [],
         )

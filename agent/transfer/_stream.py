@@ -41,6 +41,7 @@ class StreamStats:
     retries: int = 0
     seconds: float = 0.0
     error: str | None = None
+    reopened: int = 0  # times reopened after its path recovered
 
     @property
     def up(self) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
+from reservoir.agent.transfer._paths import PathReport
 from reservoir.agent.transfer._stream import StreamStats
 
 
@@ -42,6 +43,7 @@ class CopySummary:
     mismatches: int
     checkpoint: str
     streams: list[StreamStats] = field(default_factory=list)
+    path_reports: list[PathReport] = field(default_factory=list)  # with 2+ paths
 
     @property
     def rate(self) -> float:
@@ -81,6 +83,15 @@ def format_summary(s: CopySummary) -> str:
         lines.append(
             _row([p.path, p.bytes, f"{p.streams_up}/{p.streams}", p.extents, p.retries, ""])
         )
+    for r in s.path_reports:
+        for at, state, reason in r.transitions:
+            lines.append(f"path {r.path}: {state} at {at:.2f} s ({reason})")
+        if r.moved_extents:
+            window = "n/a" if r.failover_window is None else f"{r.failover_window:.2f} s"
+            lines.append(
+                f"path {r.path}: failover window {window} (detected after "
+                f"{r.detected_after} s), {r.moved_extents} extents moved to other paths"
+            )
     verify = f"verified, {s.mismatches} mismatches resent" if s.verified else "not verified"
     lines += [
         f"copied {s.copied_bytes} bytes in {s.elapsed:.2f} s ({s.rate / 1e6:.1f} MB/s); "

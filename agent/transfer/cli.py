@@ -3,6 +3,15 @@
 SOURCE and DEST are local paths (files or block devices) or remote LUNs
 ``iscsi://HOST[:PORT]/IQN/LUN``.  Exit status 0 on success, 1 with a one-line
 message on failure.
+
+Several paths (``--path LOCAL=REMOTE[:PORT]``, or ``--bind LOCAL[/PREFIX]`` which
+pairs LOCAL with the target portal on its subnet, found by SendTargets) are watched
+for failures: a failed path's extents move to the others, and its streams come back
+when a heartbeat gets through again.  ``--mptcp`` opens MPTCP sockets instead of TCP;
+for the kernel to add subflows on the other links, on BOTH ends run
+``ip mptcp limits set subflow 2 add_addr_accepted 2`` and on the target side
+``ip mptcp endpoint add ADDR dev DEV signal`` for each of its extra addresses
+(``sysctl net.mptcp.enabled=1``, the default, is needed too).
 """
 
 from __future__ import annotations
@@ -40,6 +49,25 @@ def register(sub: Sub) -> None:
     p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")
     p.add_argument("--initiator-name", default=DEFAULT_INITIATOR, metavar="IQN")
     p.add_argument("--chap", metavar="USER:SECRET", help="CHAP credentials for remote LUNs")
+    p.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="LOCAL[/PREFIX]",
+        help="a path from LOCAL to the target portal on its subnet (/24 by default; repeatable)",
+    )
+    p.add_argument(
+        "--mptcp",
+        action="store_true",
+        help="MPTCP sockets; needs on both ends `ip mptcp limits set subflow 2 "
+        "add_addr_accepted 2`, and on the target `ip mptcp endpoint add ADDR dev DEV signal`",
+    )
+    p.add_argument(
+        "--telemetry",
+        type=Path,
+        metavar="FILE",
+        help="append JSON lines: per-stream TCP_INFO at 2 Hz, path states, progress",
+    )
     p.set_defaults(func=main)
 
 
@@ -54,6 +82,9 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
         range=parse_range(args.range) if args.range else None,
         initiator_name=args.initiator_name,
         chap=parse_chap(args.chap) if args.chap else None,
+        binds=list(args.bind),
+        mptcp=args.mptcp,
+        telemetry=args.telemetry,
     )
 
 

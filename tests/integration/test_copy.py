@@ -192,6 +192,33 @@ def test_lost_stream_is_carried(
     assert sha(lun) == sha(source)
 
 
+def test_telemetry_records_every_stream(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    file = tmp_path / "telemetry.jsonl"
+    opts = options(tmp_path, telemetry=file, telemetry_interval=0.1)
+    summary = asyncio.run(copy(str(source), ours.url(0), opts))
+    assert summary.copied_bytes == SIZE
+    records = [json.loads(line) for line in file.read_text().splitlines()]
+    streams = [r for r in records if r["type"] == "stream"]
+    assert {r["stream"] for r in streams} == {"0", "1", "2", "3"}
+    assert all("bits_per_second" in r and r["snd_cwnd"] for r in streams)
+    assert any(r["bits_per_second"] for r in streams)
+    progress = [r for r in records if r["type"] == "progress"]
+    assert progress[-1]["extents_done"] == progress[-1]["extents_total"] == SIZE // EXTENT
+    assert progress[-1]["bytes_done"] == SIZE
+
+
+def test_bind_pairs_with_discovered_portal(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    summary = asyncio.run(copy(str(source), ours.url(0), options(tmp_path, binds=["127.0.0.1/8"])))
+    assert {s.path for s in summary.streams} == {f"127.0.0.1=127.0.0.1:{ours.port}"}
+    assert sha(lun) == sha(source)
+    with pytest.raises(CopyError, match=r"--bind 10\.9\.9\.9: the target has no portal on"):
+        asyncio.run(copy(str(source), ours.url(0), options(tmp_path, binds=["10.9.9.9"])))
+
+
 def test_cli_end_to_end(
     tmp_path: Path,
     source: Path,
