@@ -56,6 +56,12 @@ def _register_serve(tsub: Sub) -> None:
         "--direct", action="store_true", help="O_DIRECT for aligned I/O (default: page cache)"
     )
     p.add_argument("--nop-interval", type=float, default=30.0, help="NOP-In ping interval, s")
+    p.add_argument(
+        "--mptcp",
+        action="store_true",
+        help="listen with MPTCP (plain TCP initiators still work); announce the extra "
+        "addresses with `ip mptcp endpoint add ADDR dev DEV signal`",
+    )
     p.set_defaults(func=_serve)
 
 
@@ -89,7 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
     except cfg.ConfigError as exc:
         print(f"reservoir target serve: {exc}", file=sys.stderr)
         return 2
-    return _run_loop(lambda: serve(config, nop_interval=args.nop_interval))
+    return _run_loop(lambda: serve(config, nop_interval=args.nop_interval, mptcp=args.mptcp))
 
 
 def _run_loop(main: Callable[[], Any]) -> int:
@@ -107,11 +113,13 @@ def _run_loop(main: Callable[[], Any]) -> int:
     return rc
 
 
-async def serve(config: cfg.TargetConfig, *, nop_interval: float = 30.0) -> int:
+async def serve(
+    config: cfg.TargetConfig, *, nop_interval: float = 30.0, mptcp: bool = False
+) -> int:
     from reservoir.agent.storage import StorageError
     from reservoir.agent.target.server import TargetServer
 
-    server = TargetServer(config, nop_interval=nop_interval)
+    server = TargetServer(config, nop_interval=nop_interval, mptcp=mptcp)
     _tune_gc()
     try:
         await server.start()

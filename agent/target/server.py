@@ -11,6 +11,7 @@ import functools
 import hashlib
 import itertools
 import logging
+import socket
 from dataclasses import dataclass
 
 from reservoir.agent import scsi, storage
@@ -67,6 +68,7 @@ class TargetServer:
         nop_interval: float = 30.0,
         queue_depth: int = 128,
         engine: storage.Engine | None = None,
+        mptcp: bool = False,
     ) -> None:
         self.config = config
         self.limits = limits or TargetLimits()
@@ -74,6 +76,7 @@ class TargetServer:
         self.queue_depth = queue_depth
         self.tpgt = TPGT
         self.engine = engine
+        self.mptcp = mptcp
         self.directory = Directory(self)
         self.portals = [Portal(h, p) for h, p in config.portals]
         self.sessions: dict[int, Session] = {}
@@ -90,14 +93,16 @@ class TargetServer:
             self.luns[target.iqn] = await self._open_luns(target)
         loop = asyncio.get_running_loop()
         for portal in self.portals:
-            server = await loop.create_server(
-                functools.partial(Connection, self, portal),
-                portal.host,
-                portal.port,
-                reuse_address=True,
-            )
+            factory = functools.partial(Connection, self, portal)
+            if self.mptcp:
+                sock = mptcp_listener(portal.host, portal.port)
+                server = await loop.create_server(factory, sock=sock)
+            else:
+                server = await loop.create_server(
+                    factory, portal.host, portal.port, reuse_address=True
+                )
             self._servers.append(server)
-            log.info("listening on %s", portal.label)
+            log.info("listening on %s%s", portal.label, " (MPTCP)" if self.mptcp else "")
 
     async def _open_luns(self, target: Target) -> scsi.LunTable:
         units: dict[int, scsi.LogicalUnit] = {}
@@ -236,6 +241,30 @@ class TargetServer:
         session.remove_connection(conn)
         if not session.connections:
             self.end_session(session, "last connection closed")
+
+
+IPPROTO_MPTCP = 262
+
+
+def mptcp_listener(host: str, port: int) -> socket.socket:
+    """A listening MPTCP socket: MPTCP initiators get subflows on every address the
+    kernel's MPTCP endpoints announce, plain TCP initiators fall back to TCP."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"the kernel refuses MPTCP sockets ({exc.strerror}): net.mptcp.enabled=1?"
+        ) from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _logout_request(grace: float) -> P.AsyncMessage:

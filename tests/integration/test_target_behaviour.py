@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.text import encode_text, parse_text
+from reservoir.agent.target.server import IPPROTO_MPTCP
 from reservoir.lab.peers import (
     ReservoirTarget,
     free_port,
@@ -203,3 +205,28 @@ def test_sendtargets_lists_every_portal_of_the_target(tmp_path: Path, lun_file: 
         assert ("TargetName", IQN) in pairs
         addresses = {value for key, value in pairs if key == "TargetAddress"}
         assert addresses == {f"{target.host}:{port},1" for port in target.ports}
+
+
+TCP_IS_MPTCP = 43  # getsockopt(SOL_TCP): 1 when the connection really is MPTCP
+
+
+def _is_mptcp(host: str, port: int) -> int:
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    except OSError as exc:
+        pytest.skip(f"no MPTCP sockets here: {exc}")
+    with sock:
+        sock.connect((host, port))
+        return sock.getsockopt(socket.IPPROTO_TCP, TCP_IS_MPTCP)
+
+
+@pytest.mark.parametrize("mptcp", [False, True], ids=["tcp-listener", "mptcp-listener"])
+def test_mptcp_listener_speaks_mptcp_and_still_serves_tcp(
+    tmp_path: Path, lun_file: Path, mptcp: bool
+) -> None:
+    extra = ["--nop-interval", "0", *(["--mptcp"] if mptcp else [])]
+    with ReservoirTarget([lun_file], iqn=IQN, log_path=tmp_path / "t.log", extra=extra) as t:
+        assert _is_mptcp(t.host, t.port) == int(mptcp)
+        with RawClient(t.host, t.port) as c:  # a plain TCP initiator
+            c.login(IQN)
+            assert c.nop(b"tcp").data == b"tcp"
