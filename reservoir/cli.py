@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from reservoir import __version__
+from reservoir.agent import agent_cli
 from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.lab import cli as lab_cli
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reservoir {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    agent_cli.register(sub)
     target_cli.register(sub)
     transfer_cli.register(sub)
     lab_cli.register(sub)

@@ -1,0 +1,60 @@
+"""``reservoir agent serve --config FILE``: the agent with its control API and builtin target.
+
+The file's ``[agent]`` table holds the settings (see ``config/agent.example.toml``);
+``target_config`` names the builtin target's own TOML file (``reservoir target ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+__all__ = ["main", "register", "serve"]
+
+Sub = Any  # argparse's _SubParsersAction is private
+
+
+def register(sub: Sub) -> None:
+    parser = sub.add_parser("agent", help="the agent: control API and builtin target")
+    asub = parser.add_subparsers(dest="agent_command", required=True, metavar="ACTION")
+    p = asub.add_parser("serve", help="serve the control API (and the target) until interrupted")
+    p.add_argument("--config", required=True, help="TOML file with an [agent] table")
+    p.add_argument("--listen", metavar="HOST:PORT", help="override agent.listen")
+    p.set_defaults(func=serve)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from reservoir.agent.control import Agent, SettingsError, load_settings, make_server
+    from reservoir.agent.control.core.config import parse_listen
+    from reservoir.agent.target.config import ConfigError
+
+    try:
+        settings = load_settings(args.config)
+        if args.listen:
+            parse_listen(args.listen)
+            settings = settings.model_copy(update={"listen": args.listen})
+        agent = Agent(settings)
+    except (SettingsError, ConfigError, ValueError) as exc:
+        print(f"reservoir agent serve: {exc}", file=sys.stderr)
+        return 2
+    server = make_server(settings, agent)
+    try:
+        server.run()  # uvicorn re-raises SIGINT/SIGTERM after a graceful stop
+    except OSError as exc:
+        print(f"reservoir agent serve: {exc}", file=sys.stderr)
+        return 1
+    return 0 if server.started else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``reservoir agent ...`` alone, until it is wired into ``reservoir.cli``."""
+    parser = argparse.ArgumentParser(prog="reservoir")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    rc: int = args.func(args)
+    return rc

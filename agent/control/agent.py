@@ -1,0 +1,58 @@
+"""The agent: its settings, its copy manager and, if configured, its builtin iSCSI target,
+started and stopped together inside one event loop (the API server's)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from reservoir.agent.control.copies import CopyFn, CopyManager
+from reservoir.agent.control.core.config import AgentSettings
+from reservoir.agent.target import config as target_config
+from reservoir.agent.target.server import TargetServer
+from reservoir.agent.transfer import copy as engine_copy
+
+__all__ = ["Agent"]
+
+log = logging.getLogger("reservoir.agent")
+
+
+class Agent:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        copy_fn: CopyFn = engine_copy,
+        target: target_config.TargetConfig | None = None,
+    ) -> None:
+        self.settings = settings
+        if target is None and settings.target_config is not None:
+            target = target_config.load(settings.target_config)
+        self.target_config = target
+        self.target: TargetServer | None = None
+        self.manager = CopyManager(
+            Path(settings.state_dir), copy_fn=copy_fn, max_running=settings.max_running
+        )
+
+    async def start(self) -> None:
+        count = self.manager.load()
+        log.info("agent %s: %d copies in %s", self.settings.name, count, self.settings.state_dir)
+        if self.target_config is not None:
+            server = TargetServer(self.target_config)
+            try:
+                await server.start()
+            except BaseException:
+                await server.stop(grace=0)
+                raise
+            self.target = server
+
+    async def stop(self) -> None:
+        await self.manager.close()
+        if self.target is not None:
+            await self.target.stop()
+            self.target = None
+
+    def portals(self) -> list[str]:
+        if self.target_config is None:
+            return []
+        return [target_config.format_portal(h, p) for h, p in self.target_config.portals]

@@ -1,0 +1,122 @@
+"""``/copies``: start, list, pause, resume and cancel copies; their telemetry and caps."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+
+from reservoir.agent.control.api.deps import Authorized, ManagerDep
+from reservoir.agent.control.copies import CopyJob, TransitionError, UnknownCopyError
+from reservoir.agent.control.models import (
+    CapsBase,
+    CapsCreate,
+    CapsPublic,
+    CopyCreate,
+    CopyPublic,
+)
+from reservoir.agent.telemetry import Record
+
+__all__ = ["NOT_APPLIED", "caps_public", "copy_public", "router"]
+
+router = APIRouter(prefix="/copies", tags=["copies"], dependencies=[Authorized])
+
+NOT_APPLIED = (
+    "stored only: applying cwnd caps and pacing rates comes with the pacing component, "
+    "which this agent does not have yet"
+)
+CopyId = Annotated[str, "copy id"]
+
+
+def caps_public(caps: CapsBase) -> CapsPublic:
+    return CapsPublic(requested=caps, applied=False, reason=NOT_APPLIED)
+
+
+def copy_public(job: CopyJob) -> CopyPublic:
+    base = job.request.model_dump(exclude={"chap"})
+    return CopyPublic(
+        **base,
+        id=job.id,
+        state=job.state,
+        created=job.created,
+        updated=job.updated,
+        chap_user=None if job.request.chap is None else job.request.chap.user,
+        progress=job.progress,
+        last_error=job.last_error,
+        summary=job.summary,
+        caps=None if job.caps is None else caps_public(job.caps),
+        checkpoint=str(job.checkpoint),
+        runs=job.runs,
+    )
+
+
+def _job(manager: ManagerDep, copy_id: str) -> CopyJob:
+    try:
+        return manager.get(copy_id)
+    except UnknownCopyError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no copy {copy_id!r}") from None
+
+
+def _conflict(exc: TransitionError) -> HTTPException:
+    return HTTPException(status.HTTP_409_CONFLICT, str(exc))
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+async def create_copy(body: CopyCreate, manager: ManagerDep) -> CopyPublic:
+    return copy_public(manager.create(body))
+
+
+@router.get("")
+async def list_copies(manager: ManagerDep) -> list[CopyPublic]:
+    return [copy_public(job) for job in manager.all()]
+
+
+@router.get("/{copy_id}")
+async def get_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
+    return copy_public(_job(manager, copy_id))
+
+
+@router.post("/{copy_id}/pause")
+async def pause_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
+    _job(manager, copy_id)
+    try:
+        return copy_public(await manager.pause(copy_id))
+    except TransitionError as exc:
+        raise _conflict(exc) from None
+
+
+@router.post("/{copy_id}/resume")
+async def resume_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
+    _job(manager, copy_id)
+    try:
+        return copy_public(manager.resume(copy_id))
+    except TransitionError as exc:
+        raise _conflict(exc) from None
+
+
+@router.post("/{copy_id}/cancel")
+async def cancel_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
+    _job(manager, copy_id)
+    try:
+        return copy_public(await manager.cancel(copy_id))
+    except TransitionError as exc:
+        raise _conflict(exc) from None
+
+
+@router.get("/{copy_id}/telemetry")
+async def copy_telemetry(
+    copy_id: CopyId, manager: ManagerDep, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+) -> list[Record]:
+    _job(manager, copy_id)
+    return manager.telemetry(copy_id, limit)
+
+
+@router.put("/{copy_id}/caps")
+async def set_caps(copy_id: CopyId, body: CapsCreate, manager: ManagerDep) -> CapsPublic:
+    _job(manager, copy_id)
+    try:
+        job = manager.set_caps(copy_id, CapsBase.model_validate(body.model_dump()))
+    except TransitionError as exc:
+        raise _conflict(exc) from None
+    assert job.caps is not None
+    return caps_public(job.caps)

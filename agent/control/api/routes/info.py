@@ -1,0 +1,33 @@
+"""``GET /info``: the agent, its host and the volumes of its builtin target."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from reservoir import __version__
+from reservoir.agent.control import info
+from reservoir.agent.control.api.deps import AgentDep, Authorized
+from reservoir.agent.control.api.routes.copies import caps_public
+from reservoir.agent.control.models import InfoPublic
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["info"], dependencies=[Authorized])
+
+
+@router.get("/info")
+async def get_info(agent: AgentDep) -> InfoPublic:
+    current, available = info.congestion_control()
+    return InfoPublic(
+        name=agent.settings.name,
+        version=__version__,
+        storage_backends=info.storage_backends(),
+        tcp_congestion_control=current,
+        tcp_congestion_control_available=available,
+        mptcp=info.mptcp_available(),
+        target_portals=agent.portals(),
+        volumes=info.volumes(agent.target_config),
+        caps_requested={
+            job.id: caps_public(job.caps) for job in agent.manager.all() if job.caps is not None
+        },
+    )

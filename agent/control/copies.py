@@ -1,0 +1,362 @@
+"""The copy manager: each copy is an asyncio task in the agent's event loop.
+
+States and the transitions the API may ask for::
+
+    queued --> running --> completed | failed
+      |  \\       |  ^
+      |   pause  pause resume (also from failed; continues from the engine's checkpoint)
+      |       \\  v  |
+      +------> paused
+    queued, running, paused --cancel--> cancelled
+
+Pause cancels the running ``copy`` after the engine saved its checkpoint; resume runs
+``copy`` again with ``resume=True`` and the same checkpoint file. A small JSON file per
+copy (``<state>/copies/<id>.json``, written atomically, mode 0600) lets a restarted agent
+list past copies; one that was queued or running when the agent stopped comes back as
+paused, ready to resume. CHAP secrets of a copy are kept in that file (for resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from reservoir.agent.control import store
+from reservoir.agent.control.models import (
+    CapsBase,
+    CopyCreate,
+    CopyState,
+    ProgressPublic,
+)
+from reservoir.agent.control.telemetry import read_tail
+from reservoir.agent.telemetry import Record
+from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
+from reservoir.agent.transfer import copy as engine_copy
+
+__all__ = [
+    "CopyFn",
+    "CopyJob",
+    "CopyManager",
+    "TransitionError",
+    "UnknownCopyError",
+    "summary_dict",
+]
+
+log = logging.getLogger("reservoir.agent")
+
+ACTIVE = frozenset({CopyState.QUEUED, CopyState.RUNNING})
+CAN_PAUSE = ACTIVE
+CAN_RESUME = frozenset({CopyState.PAUSED, CopyState.FAILED})
+CAN_CANCEL = frozenset({CopyState.QUEUED, CopyState.RUNNING, CopyState.PAUSED})
+CAN_CAP = frozenset({CopyState.QUEUED, CopyState.RUNNING, CopyState.PAUSED})
+STOP_RETRY = 3.0  # seconds before cancelling again a copy task that swallowed a cancel
+
+
+class CopyFn(Protocol):
+    async def __call__(
+        self,
+        source: str,
+        dest: str,
+        options: CopyOptions,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> CopySummary: ...
+
+
+class UnknownCopyError(KeyError):
+    """No copy has this id (HTTP 404)."""
+
+
+class TransitionError(Exception):
+    """The copy is not in a state that allows this (HTTP 409); the message says why."""
+
+
+@dataclass
+class CopyJob:
+    id: str
+    request: CopyCreate
+    checkpoint: Path
+    state: CopyState = CopyState.QUEUED
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    progress: ProgressPublic = field(default_factory=ProgressPublic)
+    last_error: str | None = None
+    summary: dict[str, Any] | None = None
+    caps: CapsBase | None = None
+    runs: int = 0
+    task: asyncio.Task[None] | None = None
+    intent: CopyState | None = None  # paused or cancelled, while the task winds down
+
+    def dump(self) -> dict[str, Any]:
+        request = self.request.model_dump(mode="json", exclude={"chap"})
+        chap = self.request.chap
+        return {
+            "id": self.id,
+            "request": request,
+            "chap": None if chap is None else [chap.user, chap.secret.get_secret_value()],
+            "checkpoint": str(self.checkpoint),
+            "state": self.state.value,
+            "created": self.created,
+            "updated": self.updated,
+            "progress": self.progress.model_dump(mode="json"),
+            "last_error": self.last_error,
+            "summary": self.summary,
+            "caps": None if self.caps is None else self.caps.model_dump(mode="json"),
+            "runs": self.runs,
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any]) -> CopyJob:
+        request = dict(data["request"])
+        if data.get("chap"):
+            request["chap"] = {"user": data["chap"][0], "secret": data["chap"][1]}
+        caps = data.get("caps")
+        return cls(
+            id=str(data["id"]),
+            request=CopyCreate.model_validate(request),
+            checkpoint=Path(data["checkpoint"]),
+            state=CopyState(data["state"]),
+            created=float(data["created"]),
+            updated=float(data["updated"]),
+            progress=ProgressPublic.model_validate(data.get("progress") or {}),
+            last_error=data.get("last_error"),
+            summary=data.get("summary"),
+            caps=None if caps is None else CapsBase.model_validate(caps),
+            runs=int(data.get("runs", 0)),
+        )
+
+
+def summary_dict(summary: CopySummary) -> dict[str, Any]:
+    data = dataclasses.asdict(summary)
+    data["rate"] = summary.rate
+    data["paths"] = [dataclasses.asdict(p) for p in summary.paths()]
+    return data
+
+
+def progress_public(p: Progress) -> ProgressPublic:
+    return ProgressPublic(
+        done_bytes=p.done_bytes,
+        total_bytes=p.total_bytes,
+        sent_bytes=p.sent_bytes,
+        rate=p.rate,
+        eta=p.eta,
+        streams_up=p.streams_up,
+        streams=p.streams,
+        paths_up=p.paths_up,
+        paths=p.paths,
+    )
+
+
+class CopyManager:
+    """Copies of one agent, persisted under ``state_dir``."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        copy_fn: CopyFn = engine_copy,
+        max_running: int = 4,
+        telemetry_interval: float = 0.5,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.copy_fn = copy_fn
+        self.telemetry_interval = telemetry_interval
+        self.jobs: dict[str, CopyJob] = {}
+        self._slots = asyncio.Semaphore(max_running)
+        for name in ("copies", "checkpoints", "telemetry"):
+            (self.state_dir / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    # ------------------------------------------------------------ persistence
+
+    def _state_path(self, copy_id: str) -> Path:
+        return self.state_dir / "copies" / f"{copy_id}.json"
+
+    def telemetry_path(self, copy_id: str) -> Path:
+        return self.state_dir / "telemetry" / f"{copy_id}.jsonl"
+
+    def _save(self, job: CopyJob) -> None:
+        job.updated = time.time()
+        store.write_json_atomic(self._state_path(job.id), job.dump())
+
+    def load(self) -> int:
+        """Reads the copies a previous agent left; returns how many."""
+        for path in sorted((self.state_dir / "copies").glob("*.json")):
+            try:
+                job = CopyJob.restore(store.read_json(path))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring copy state %s: %s", path, exc)
+                continue
+            if job.state in ACTIVE:
+                job.last_error = f"the agent stopped while the copy was {job.state.value}"
+                job.state = CopyState.PAUSED
+                self._save(job)
+            self.jobs[job.id] = job
+        return len(self.jobs)
+
+    # ------------------------------------------------------------ queries
+
+    def get(self, copy_id: str) -> CopyJob:
+        job = self.jobs.get(copy_id)
+        if job is None:
+            raise UnknownCopyError(copy_id)
+        return job
+
+    def all(self) -> list[CopyJob]:
+        return sorted(self.jobs.values(), key=lambda j: (j.created, j.id))
+
+    def telemetry(self, copy_id: str, limit: int = 100) -> list[Record]:
+        self.get(copy_id)
+        return read_tail(self.telemetry_path(copy_id), limit)
+
+    # ------------------------------------------------------------ transitions
+
+    def create(self, request: CopyCreate) -> CopyJob:
+        copy_id = secrets.token_hex(8)
+        checkpoint = self.state_dir / "checkpoints" / f"{copy_id}.json"
+        job = CopyJob(copy_id, request, checkpoint)
+        self.jobs[copy_id] = job
+        self._start(job)
+        return job
+
+    async def pause(self, copy_id: str) -> CopyJob:
+        return await self._stop(self.get(copy_id), CopyState.PAUSED, CAN_PAUSE, "pause")
+
+    async def cancel(self, copy_id: str) -> CopyJob:
+        job = self.get(copy_id)
+        if job.state == CopyState.PAUSED and job.task is None:
+            self._check(job, CAN_CANCEL, "cancel")
+            self._finish(job, CopyState.CANCELLED)
+            return job
+        return await self._stop(job, CopyState.CANCELLED, CAN_CANCEL, "cancel")
+
+    def resume(self, copy_id: str) -> CopyJob:
+        job = self.get(copy_id)
+        self._check(job, CAN_RESUME, "resume")
+        job.state = CopyState.QUEUED
+        self._start(job)
+        return job
+
+    def set_caps(self, copy_id: str, caps: CapsBase) -> CopyJob:
+        job = self.get(copy_id)
+        self._check(job, CAN_CAP, "set caps on")
+        for stream in (*caps.stream_cwnd_caps, *caps.stream_pacing_rates):
+            if stream >= job.request.streams:
+                raise TransitionError(
+                    f"copy {job.id} has {job.request.streams} streams; there is no stream {stream}"
+                )
+        job.caps = caps
+        self._save(job)
+        return job
+
+    async def close(self) -> None:
+        """Pauses every active copy (checkpoint saved), for a clean agent stop."""
+        jobs = [j for j in self.jobs.values() if j.task is not None and j.intent is None]
+        for job in jobs:
+            try:
+                await self._stop(job, CopyState.PAUSED, CAN_PAUSE, "pause")
+            except TransitionError:  # it ended (completed, failed) meanwhile
+                continue
+            job.last_error = "paused: the agent stopped"
+            self._save(job)
+
+    def _check(self, job: CopyJob, allowed: frozenset[CopyState], verb: str) -> None:
+        if job.intent is not None:
+            raise TransitionError(f"cannot {verb} copy {job.id}: it is being {job.intent.value}")
+        if job.state not in allowed:
+            states = ", ".join(sorted(s.value for s in allowed))
+            raise TransitionError(
+                f"cannot {verb} copy {job.id}: it is {job.state.value} (allowed when {states})"
+            )
+
+    async def _stop(
+        self, job: CopyJob, to: CopyState, allowed: frozenset[CopyState], verb: str
+    ) -> CopyJob:
+        self._check(job, allowed, verb)
+        task = job.task
+        if task is None:  # defensive: an active state always has a task
+            self._finish(job, to)
+            return job
+        job.intent = to
+        while not task.done():  # again if a cancellation got swallowed on the way
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_RETRY)
+        if job.task is task:  # cancelled before its first step: _run never ran
+            job.task, job.intent = None, None
+            self._finish(job, to)
+        if job.state != to:
+            raise TransitionError(
+                f"copy {job.id} ended {job.state.value} before it could be {to.value}"
+            )
+        return job
+
+    def _start(self, job: CopyJob) -> None:
+        job.last_error = None
+        self._save(job)
+        job.task = asyncio.get_running_loop().create_task(
+            self._run(job), name=f"reservoir-copy-{job.id}"
+        )
+
+    def _finish(self, job: CopyJob, state: CopyState, error: str | None = None) -> None:
+        job.state = state
+        if error is not None:
+            job.last_error = error
+        if state == CopyState.CANCELLED:
+            with contextlib.suppress(FileNotFoundError):
+                job.checkpoint.unlink()
+        self._save(job)
+
+    # ------------------------------------------------------------ the task
+
+    def _options(self, job: CopyJob) -> CopyOptions:
+        r = job.request
+        return CopyOptions(
+            streams=r.streams,
+            extent_size=r.extent_size,
+            paths=list(r.paths),
+            resume=job.checkpoint.exists(),
+            verify=r.verify,
+            checkpoint=job.checkpoint,
+            range=None if r.range is None else (r.range.offset, r.range.length),
+            chap=None if r.chap is None else (r.chap.user, r.chap.secret.get_secret_value()),
+            telemetry=self.telemetry_path(job.id),
+            telemetry_interval=self.telemetry_interval,
+        )
+
+    async def _run(self, job: CopyJob) -> None:
+        def on_progress(p: Progress) -> None:
+            job.progress = progress_public(p)
+
+        try:
+            async with self._slots:
+                job.state, job.runs = CopyState.RUNNING, job.runs + 1
+                self._save(job)
+                options = self._options(job)
+                summary = await self.copy_fn(
+                    job.request.source, job.request.dest, options, progress=on_progress
+                )
+        except asyncio.CancelledError:
+            if job.intent is None:  # the loop is going away, not our doing
+                self._finish(job, CopyState.PAUSED, "interrupted")
+                raise
+            self._finish(job, job.intent)
+        except CopyError as exc:
+            self._finish(job, CopyState.FAILED, str(exc))
+        except Exception as exc:
+            log.exception("copy %s failed", job.id)
+            self._finish(job, CopyState.FAILED, f"{type(exc).__name__}: {exc}")
+        else:
+            job.summary = summary_dict(summary)
+            job.progress = job.progress.model_copy(
+                update={"done_bytes": summary.length, "total_bytes": summary.length, "eta": 0.0}
+            )
+            self._finish(job, CopyState.COMPLETED)
+        finally:
+            job.task, job.intent = None, None

@@ -1,0 +1,3 @@
+"""Settings of the agent."""
+
+__all__: list[str] = []

@@ -1,0 +1,130 @@
+"""Settings of ``reservoir agent serve``, read from the ``[agent]`` table of a TOML file.
+
+::
+
+    [agent]
+    name = "agent-a"
+    listen = "127.0.0.1:8740"
+    tokens = ["a-long-random-token-of-32-chars.."]  # required; never logged
+    state_dir = "/var/lib/reservoir/agent"
+    target_config = "target.toml"                   # optional builtin iSCSI target
+    max_running = 4
+    tls_cert = "agent.crt"                          # optional: HTTPS (both or neither)
+    tls_key = "agent.key"
+
+Relative paths are relative to the file. There is no default token: the agent
+refuses to start without one, and a token shorter than 16 characters is refused.
+Without TLS the tokens cross the network in clear: ``serve`` warns when the API
+listens on another address than loopback without ``tls_cert``/``tls_key``.
+"""
+
+from __future__ import annotations
+
+import socket
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "MIN_TOKEN_LENGTH",
+    "AgentSettings",
+    "SettingsError",
+    "load_settings",
+    "parse_listen",
+]
+
+DEFAULT_LISTEN = "127.0.0.1:8740"
+MIN_TOKEN_LENGTH = 16
+
+
+class SettingsError(ValueError):
+    """The agent's configuration is unusable; the message is one clear line."""
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen address {text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+class AgentSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
+    listen: str = DEFAULT_LISTEN
+    tokens: list[SecretStr] = Field(min_length=1)
+    state_dir: Path
+    target_config: Path | None = None
+    max_running: int = Field(default=4, ge=1, le=256)
+    tls_cert: Path | None = None  # PEM; with tls_key, the API is served over HTTPS
+    tls_key: Path | None = None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> AgentSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        return self
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens(cls, value: list[SecretStr]) -> list[SecretStr]:
+        for token in value:
+            if len(token.get_secret_value()) < MIN_TOKEN_LENGTH:
+                raise ValueError(f"a token must have {MIN_TOKEN_LENGTH} characters at least")
+        return value
+
+    @property
+    def host(self) -> str:
+        return parse_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return parse_listen(self.listen)[1]
+
+
+def _resolve(base: Path, raw: dict[str, Any], key: str) -> None:
+    if isinstance(raw.get(key), str):
+        raw[key] = str(base / raw[key])
+
+
+def load_settings(path: str | Path) -> AgentSettings:
+    """Reads the ``[agent]`` table of ``path``; raises :class:`SettingsError`."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: {exc}") from exc
+    raw = data.get("agent")
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{path}: no [agent] table")
+    for key in ("state_dir", "target_config", "tls_cert", "tls_key"):
+        _resolve(path.parent, raw, key)
+    try:
+        return AgentSettings.model_validate(raw)
+    except ValidationError as exc:
+        raise SettingsError(f"{path}: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    """The first problem, without the input value (it may be a token)."""
+    err = exc.errors(include_input=False)[0]
+    where = "".join(f".{p}" for p in err["loc"])
+    return f"agent{where}: {err['msg']}"

@@ -1,0 +1,43 @@
+"""Builds the FastAPI application of the agent (and nothing else)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from reservoir import __version__
+from reservoir.agent.control.agent import Agent
+from reservoir.agent.control.api.routes import copies, health, info
+
+__all__ = ["API_PREFIX", "create_app"]
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(agent: Agent) -> FastAPI:
+    """The app; its lifespan starts and stops ``agent`` (target, copies) in the server's loop."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await agent.start()
+        try:
+            yield
+        finally:
+            await agent.stop()
+
+    app = FastAPI(
+        title=f"Reservoir agent {agent.settings.name}",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.agent = agent
+    api = APIRouter(prefix=API_PREFIX)
+    for module in (health, info, copies):
+        api.include_router(module.router)
+    app.include_router(api)
+    return app

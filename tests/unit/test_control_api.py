@@ -1,0 +1,155 @@
+"""The routes over an in-process ASGI client with a fake engine: status codes and bodies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from reservoir.agent.control import Agent, AgentSettings, create_app
+from reservoir.agent.transfer import CopyOptions, CopySummary, Progress
+
+TOKEN = "unit-token-0123456789abcdef"
+
+
+async def instant_copy(
+    source: str,
+    dest: str,
+    options: CopyOptions,
+    *,
+    progress: Callable[[Progress], None] | None = None,
+) -> CopySummary:
+    await asyncio.sleep(0)
+    return CopySummary(source, dest, 0, 4096, 4096, 0.1, "00" * 16, True, 4096, 0, 0, 0, 0, "")
+
+
+async def endless_copy(
+    source: str,
+    dest: str,
+    options: CopyOptions,
+    *,
+    progress: Callable[[Progress], None] | None = None,
+) -> CopySummary:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+@asynccontextmanager
+async def api(tmp_path: Path, copy_fn: object) -> AsyncIterator[httpx.AsyncClient]:
+    """The app over httpx's in-memory ASGI transport; the agent started as its lifespan would."""
+    settings = AgentSettings(
+        name="unit",
+        tokens=[TOKEN],  # type: ignore[list-item]  # pydantic makes it a SecretStr
+        state_dir=tmp_path / "state",
+    )
+    agent = Agent(settings, copy_fn=copy_fn)  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=create_app(agent))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    await agent.start()
+    try:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://agent/api/v1", headers=headers
+        ) as c:
+            yield c
+    finally:
+        await agent.stop()
+
+
+async def wait_state(c: httpx.AsyncClient, copy_id: str, state: str) -> dict[str, object]:
+    for _ in range(200):
+        body: dict[str, object] = (await c.get(f"/copies/{copy_id}")).json()
+        if body["state"] == state:
+            return body
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"copy {copy_id} never {state}")
+
+
+def test_created_copy_is_201_and_hides_the_chap_secret(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            body = {"source": "/a", "dest": "/b", "chap": {"user": "u", "secret": "s3cret-s3cret"}}
+            r = await c.post("/copies", json=body)
+            assert r.status_code == 201
+            assert r.json()["chap_user"] == "u" and "s3cret" not in r.text
+            shown = await wait_state(c, r.json()["id"], "completed")
+            assert shown["summary"] is not None
+
+    asyncio.run(main())
+
+
+def test_pause_of_a_completed_copy_is_409_with_the_reason(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            await wait_state(c, copy_id, "completed")
+            r = await c.post(f"/copies/{copy_id}/pause")
+            assert r.status_code == 409
+            assert r.json()["detail"] == (
+                f"cannot pause copy {copy_id}: it is completed (allowed when queued, running)"
+            )
+
+    asyncio.run(main())
+
+
+def test_pause_resume_cancel_through_the_api(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, endless_copy) as c:
+            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            await wait_state(c, copy_id, "running")
+            assert (await c.post(f"/copies/{copy_id}/pause")).json()["state"] == "paused"
+            assert (await c.post(f"/copies/{copy_id}/resume")).json()["state"] == "queued"
+            await wait_state(c, copy_id, "running")
+            assert (await c.post(f"/copies/{copy_id}/resume")).status_code == 409
+            assert (await c.post(f"/copies/{copy_id}/cancel")).json()["state"] == "cancelled"
+
+    asyncio.run(main())
+
+
+def test_agent_stop_pauses_a_running_copy(tmp_path: Path) -> None:
+    async def main() -> str:
+        async with api(tmp_path, endless_copy) as c:
+            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            await wait_state(c, copy_id, "running")
+        async with api(tmp_path, endless_copy) as c:
+            shown = (await c.get(f"/copies/{copy_id}")).json()
+            assert shown["state"] == "paused"
+            assert shown["last_error"] == "paused: the agent stopped"
+        return str(copy_id)
+
+    asyncio.run(main())
+
+
+def test_wrong_token_is_401_and_health_is_open(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            r = await c.get("/copies", headers={"Authorization": "Bearer nope"})
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+            basic = await c.get("/copies", headers={"Authorization": "Basic x"})
+            assert basic.status_code == 401
+            assert (await c.get("/health", headers={"Authorization": ""})).status_code == 200
+
+    asyncio.run(main())
+
+
+def test_telemetry_limit_is_validated(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            url = f"/copies/{copy_id}/telemetry"
+            assert (await c.get(url, params={"limit": 0})).status_code == 422
+            assert (await c.get(url)).json() == []
+
+    asyncio.run(main())
+
+
+def test_info_without_a_builtin_target(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            info = (await c.get("/info")).json()
+            assert info["name"] == "unit" and info["volumes"] == []
+            assert info["target_portals"] == [] and info["caps_requested"] == {}
+
+    asyncio.run(main())

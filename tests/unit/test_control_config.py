@@ -1,0 +1,113 @@
+"""The agent's settings and request models: refusals with clear messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from reservoir.agent import agent_cli
+from reservoir.agent.control import SettingsError, load_settings
+from reservoir.agent.control.core.config import parse_listen
+from reservoir.agent.control.models import CapsBase, CopyCreate
+
+TOKEN = "0123456789abcdef0123"
+EXAMPLE = Path(__file__).parents[2] / "config" / "agent.example.toml"
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "agent.toml"
+    path.write_text(body)
+    return path
+
+
+def test_settings_resolve_paths_relative_to_the_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f'[agent]\nname = "a"\ntokens = ["{TOKEN}"]\nstate_dir = "state"\n'
+        'target_config = "t.toml"\n',
+    )
+    settings = load_settings(path)
+    assert settings.state_dir == tmp_path / "state"
+    assert settings.target_config == tmp_path / "t.toml"
+    assert (settings.host, settings.port) == ("127.0.0.1", 8740)
+
+
+def test_settings_refuse_to_start_without_a_token(tmp_path: Path) -> None:
+    path = write(tmp_path, '[agent]\nstate_dir = "s"\n')
+    with pytest.raises(SettingsError, match=r"agent\.tokens: Field required"):
+        load_settings(path)
+
+
+def test_settings_refuse_a_short_token_without_printing_it(tmp_path: Path) -> None:
+    path = write(tmp_path, '[agent]\ntokens = ["tooshort-secret"]\nstate_dir = "s"\n')
+    with pytest.raises(SettingsError, match="16 characters at least") as err:
+        load_settings(path)
+    assert "tooshort-secret" not in str(err.value)
+
+
+def test_settings_refuse_an_empty_token_list(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"agent\.tokens"):
+        load_settings(write(tmp_path, '[agent]\ntokens = []\nstate_dir = "s"\n'))
+
+
+def test_settings_need_an_agent_table(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"no \[agent\] table"):
+        load_settings(write(tmp_path, "[server]\n"))
+
+
+def test_settings_token_is_not_in_their_repr(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n')
+    assert TOKEN not in repr(load_settings(path))
+
+
+@pytest.mark.parametrize("text", ["8740", "host:", ":80", "h:99999", "h:x"])
+def test_listen_address_must_be_host_and_port(text: str) -> None:
+    with pytest.raises(ValueError, match="is not HOST:PORT"):
+        parse_listen(text)
+
+
+def test_copy_request_reports_each_bad_field() -> None:
+    with pytest.raises(ValidationError) as err:
+        CopyCreate.model_validate(
+            {"source": "", "dest": "/d", "streams": 0, "extent_size": 1000, "paths": ["x"]}
+        )
+    fields = {e["loc"][0] for e in err.value.errors()}
+    assert fields == {"source", "streams", "extent_size", "paths"}
+
+
+def test_copy_request_refuses_unknown_fields() -> None:
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        CopyCreate.model_validate({"source": "/s", "dest": "/d", "stream": 2})
+
+
+def test_caps_refuse_negative_rates_and_bad_interface_names() -> None:
+    with pytest.raises(ValidationError) as err:
+        CapsBase.model_validate(
+            {"stream_pacing_rates": {"0": -1}, "nic_pacing_rates": {"../x": 10}}
+        )
+    assert {e["loc"][0] for e in err.value.errors()} == {
+        "stream_pacing_rates",
+        "nic_pacing_rates",
+    }
+
+
+def test_agent_serve_refuses_a_configuration_without_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, '[agent]\nstate_dir = "s"\n')
+    assert agent_cli.main(["agent", "serve", "--config", str(path)]) == 2
+    assert "agent.tokens: Field required" in capsys.readouterr().err
+
+
+def test_example_configuration_loads() -> None:
+    settings = load_settings(EXAMPLE)
+    assert settings.name == "agent-a" and settings.port == 8740
+    assert settings.target_config == EXAMPLE.parent / "target.toml"
+
+
+def test_tls_certificate_needs_its_key(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\ntls_cert = "a.crt"\n')
+    with pytest.raises(SettingsError, match="tls_cert and tls_key go together"):
+        load_settings(path)
