@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self, TypeVar
 
+from reservoir.agent.aio import cancel_and_wait
 from reservoir.agent.initiator._commands import (
     STATUS_CHECK_CONDITION,
     STATUS_GOOD,
@@ -232,9 +233,7 @@ class Session:
         self._closing = True
         for job in (self._nop_task, self._recovering):
             if job is not None:
-                job.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job
+                await cancel_and_wait(job)
         if self.transport is not None and self._failed is None:
             with contextlib.suppress(InitiatorError, TimeoutError):
                 await self._logout()

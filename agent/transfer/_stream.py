@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
+from reservoir.agent.aio import cancel_and_wait
 from reservoir.agent.initiator import CommandTimeout, ConnectionLostError
 from reservoir.agent.transfer._endpoints import Channel
 from reservoir.agent.transfer._plan import Extent, Queues
@@ -115,9 +116,8 @@ class StreamWorker:
             self.stats.error = str(exc) or type(exc).__name__
             self.dispatcher.fail(self.stats.index)
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, *STREAM_ERRORS):
-                await reader
+            with contextlib.suppress(*STREAM_ERRORS):
+                await cancel_and_wait(reader)
 
     async def _send_all(self, reader: asyncio.Task[None]) -> None:
         loop = asyncio.get_running_loop()
