@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -76,31 +78,34 @@ async def get_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     return copy_public(_job(manager, copy_id))
 
 
+@contextmanager
+def _transition() -> Iterator[None]:
+    """A state change the copy's state does not allow answers 409."""
+    try:
+        yield
+    except TransitionError as exc:
+        raise _conflict(exc) from None
+
+
 @router.post("/{copy_id}/pause")
 async def pause_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
-    try:
+    with _transition():
         return copy_public(await manager.pause(copy_id))
-    except TransitionError as exc:
-        raise _conflict(exc) from None
 
 
 @router.post("/{copy_id}/resume")
 async def resume_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
-    try:
+    with _transition():
         return copy_public(manager.resume(copy_id))
-    except TransitionError as exc:
-        raise _conflict(exc) from None
 
 
 @router.post("/{copy_id}/cancel")
 async def cancel_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
-    try:
+    with _transition():
         return copy_public(await manager.cancel(copy_id))
-    except TransitionError as exc:
-        raise _conflict(exc) from None
 
 
 @router.get("/{copy_id}/telemetry")
