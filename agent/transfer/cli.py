@@ -17,10 +17,11 @@ for the kernel to add subflows on the other links, on BOTH ends run
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
+
+import uvloop
 
 from reservoir.agent.transfer._engine import DEFAULT_INITIATOR, CopyError, CopyOptions, copy
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
@@ -109,7 +110,7 @@ def main(args: argparse.Namespace) -> int:
     printer = ProgressPrinter(sys.stderr)
     try:
         options = options_from(args)
-        summary = asyncio.run(copy(args.source, args.dest, options, progress=printer))
+        summary = uvloop.run(copy(args.source, args.dest, options, progress=printer))
     except CopyError as exc:
         printer.finish()
         print(f"reservoir copy: {exc}", file=sys.stderr)
