@@ -14,10 +14,15 @@ from reservoir.agent.initiator._errors import LoginError
 from reservoir.agent.initiator._transport import Mailbox, PduTransport
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.chap import ChapAuthError, ChapInitiator, ChapSecret
-from reservoir.agent.iscsi.text import encode_text, parse_text
+from reservoir.agent.iscsi.text import (
+    RESERVED_VALUES,
+    TextError,
+    encode_text,
+    parse_numerical,
+    parse_text,
+)
 
 MAX_LENGTH = (1 << 24) - 1  # the largest value of the 24-bit length keys (RFC 7143 §13)
-_UNUSABLE = frozenset({"Reject", "Irrelevant", "NotUnderstood"})
 _MAX_STEPS = 16
 
 
@@ -82,17 +87,17 @@ class Negotiated:
 
 def _number(answers: dict[str, str], key: str, default: int) -> int:
     value = answers.get(key)
-    if value is None or value in _UNUSABLE:
+    if value is None or value in RESERVED_VALUES:
         return default
     try:
-        return int(value, 0)
-    except ValueError:
+        return parse_numerical(value)
+    except TextError:
         raise LoginError(0, 0, f"target answered {key}={value[:40]}") from None
 
 
 def _boolean(answers: dict[str, str], key: str, default: bool) -> bool:
     value = answers.get(key)
-    if value is None or value in _UNUSABLE:
+    if value is None or value in RESERVED_VALUES:
         return default
     return value == "Yes"
 

@@ -51,16 +51,11 @@ from reservoir.agent.initiator._transport import (
     tcp_connect,
 )
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.serial import sn_le
 
-_SERIAL = 1 << 31
 T = TypeVar("T")
 _MASK = 0xFFFFFFFF
 UNIT_ATTENTION_RETRIES = 4
-
-
-def serial_le(a: int, b: int) -> bool:
-    """a <= b in 32-bit serial number arithmetic (RFC 1982, RFC 7143 §4.2.2.1)."""
-    return a == b or ((b - a) & _MASK) < _SERIAL
 
 
 def _next_statsn(pdu: P._TargetPdu) -> int | None:
@@ -332,7 +327,7 @@ class Session:
         """Send waiting commands while the CmdSN window is open (§4.2.2.1)."""
         if self.transport is None or self._recovering is not None:
             return
-        while self.waiting and serial_le(self.cmdsn, self.max_cmdsn):
+        while self.waiting and sn_le(self.cmdsn, self.max_cmdsn):
             task = self.waiting.popleft()
             task.cmdsn = self.cmdsn
             self.cmdsn = (self.cmdsn + 1) & _MASK
@@ -420,11 +415,9 @@ class Session:
     def _sequence(self, pdu: P._TargetPdu) -> None:
         """Track ExpStatSN and the CmdSN window from every target PDU (§4.2.2)."""
         following = _next_statsn(pdu)
-        if following is not None and serial_le(self.exp_statsn, following):
+        if following is not None and sn_le(self.exp_statsn, following):
             self.exp_statsn = following
-        if serial_le(self.max_cmdsn, pdu.maxcmdsn) and serial_le(
-            (pdu.expcmdsn - 1) & _MASK, pdu.maxcmdsn
-        ):
+        if sn_le(self.max_cmdsn, pdu.maxcmdsn) and sn_le((pdu.expcmdsn - 1) & _MASK, pdu.maxcmdsn):
             opened = pdu.maxcmdsn != self.max_cmdsn
             self.max_cmdsn, self.exp_cmdsn = pdu.maxcmdsn, pdu.expcmdsn
             if opened and self.waiting:

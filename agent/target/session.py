@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from reservoir.agent.iscsi.pdu import Pdu, TaskAttr
+from reservoir.agent.iscsi.serial import sn_add, sn_lt
 
 if TYPE_CHECKING:
     from reservoir.agent.iscsi.negotiation import SessionParams
@@ -22,17 +23,6 @@ if TYPE_CHECKING:
     from reservoir.agent.target.tasks import ScsiTask
 
 log = logging.getLogger("reservoir.target")
-
-SERIAL_HALF = 1 << 31
-
-
-def sn_lt(a: int, b: int) -> bool:
-    """Serial number arithmetic (RFC 1982, 32 bits): a < b."""
-    return a != b and ((a < b and b - a < SERIAL_HALF) or (a > b and a - b > SERIAL_HALF))
-
-
-def sn_add(a: int, n: int) -> int:
-    return (a + n) & 0xFFFFFFFF
 
 
 class Deliverable(Protocol):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from reservoir.agent import scsi
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.pdu import TmfFunction, TmfResponse
-from reservoir.agent.target.session import sn_lt
+from reservoir.agent.iscsi.serial import sn_lt
 
 if TYPE_CHECKING:
     from reservoir.agent.target.connection import Connection

@@ -19,8 +19,8 @@ from reservoir.agent.initiator import (
     Session,
 )
 from reservoir.agent.initiator._login import LoginOptions, resolve
-from reservoir.agent.initiator._session import serial_le
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.serial import sn_le
 from reservoir.agent.iscsi.text import encode_text, parse_text
 
 IQN = "iqn.2026-11.org.reservoir:fake"
@@ -174,8 +174,8 @@ def test_operational_offer_asks_for_big_bursts() -> None:
 
 
 def test_serial_arithmetic() -> None:
-    assert serial_le(5, 5) and serial_le(5, 6) and not serial_le(6, 5)
-    assert serial_le(0xFFFFFFFF, 2) and not serial_le(2, 0xFFFFFFFF)
+    assert sn_le(5, 5) and sn_le(5, 6) and not sn_le(6, 5)
+    assert sn_le(0xFFFFFFFF, 2) and not sn_le(2, 0xFFFFFFFF)
 
 
 def test_session_uses_target_answers() -> None:
