@@ -199,6 +199,33 @@ def test_large_requests(tmp_path: Path, engine: Engine) -> None:
     assert path.read_bytes() == ref
 
 
+def test_readinto_finishes_what_the_page_cache_filled_in_part(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "vol.img"
+    ref = make_file(path, 4 * MiB)
+    calls: list[int] = []
+    preadv = os.preadv
+
+    def half_cached(fd: int, buffers: list[memoryview], offset: int, flags: int = 0) -> int:
+        if flags != os.RWF_NOWAIT:
+            return preadv(fd, buffers, offset, flags)
+        half = len(buffers[0]) // 2
+        buffers[0][:half] = os.pread(fd, half, offset)
+        calls.append(flags)
+        return half
+
+    monkeypatch.setattr(os, "preadv", half_cached)
+
+    async def body(vol: Volume) -> None:
+        buf = bytearray(MiB)
+        await vol.readinto(12345, memoryview(buf))
+        assert buf == ref[12345 : 12345 + MiB]
+        assert calls == ([] if vol.direct else [os.RWF_NOWAIT])  # O_DIRECT skips the cache
+
+    with_volume(path, engine, body)
+
+
 def test_unaligned_and_mixed_requests(tmp_path: Path, engine: Engine) -> None:
     size = 1 * MiB
     path = tmp_path / "vol.img"
