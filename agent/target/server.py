@@ -59,6 +59,12 @@ class Directory:
         return None, None
 
 
+SERVING_LIMITS = TargetLimits(max_recv_data_segment_length=1 << 20, first_burst_length=1 << 20)
+"""What a served target accepts: 1 MiB data segments and unsolicited bursts, so a
+1 MiB write travels in one PDU with no R2T round trip (which costs a whole RTT on a
+long fat network).  Initiators that offer less negotiate down as usual."""
+
+
 class TargetServer:
     def __init__(
         self,
@@ -71,7 +77,7 @@ class TargetServer:
         mptcp: bool = False,
     ) -> None:
         self.config = config
-        self.limits = limits or TargetLimits()
+        self.limits = limits or SERVING_LIMITS
         self.nop_interval = nop_interval
         self.queue_depth = queue_depth
         self.tpgt = TPGT
