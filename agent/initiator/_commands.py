@@ -46,6 +46,26 @@ def read_capacity16(length: int = 32) -> bytes:
     return struct.pack(">BBQIBB", 0x9E, 0x10, 0, length, 0, 0)
 
 
+def inquiry(length: int = 96) -> bytes:
+    """Standard INQUIRY data (SPC-4 §6.6)."""
+    return struct.pack(">BBBHB", 0x12, 0, 0, length, 0)
+
+
+def report_one_opcode(opcode: int, length: int = 64) -> bytes:
+    """REPORT SUPPORTED OPERATION CODES for one opcode (reporting options 001b,
+    SPC-4 §6.35): the reply's byte 1 bits 2..0 say whether it is supported."""
+    return struct.pack(">BBBBHIBB", 0xA3, 0x0C, 0x01, opcode, 0, length, 0, 0)
+
+
+HASH_RANGE = 0xC1  # the builtin target's vendor-specific HASH RANGE (agent/scsi/_hash_range.py)
+HASH_XXH3_128 = 0x01
+
+
+def hash_range16(lba: int, blocks: int, algorithm: int = HASH_XXH3_128) -> bytes:
+    """HASH RANGE: the target's digest of ``blocks`` blocks at ``lba`` (16 bytes in)."""
+    return struct.pack(">BBQIBB", HASH_RANGE, algorithm, lba, blocks, 0, 0)
+
+
 @dataclass(eq=False, slots=True)
 class Task:
     """One command in flight; survives session reinstatement (it is reissued)."""

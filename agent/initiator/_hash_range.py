@@ -1,0 +1,43 @@
+"""Destination-side verification: the builtin target's vendor-specific HASH RANGE.
+
+The target hashes a block range on its own storage and returns the 16-byte
+XXH3-128 digest, so a copy can verify an extent without reading it back over
+the network.  A vendor-specific opcode means something else on another vendor's
+target, so it is used only where the standard INQUIRY names our vendor *and*
+REPORT SUPPORTED OPERATION CODES says the opcode is supported.
+"""
+
+from __future__ import annotations
+
+from reservoir.agent.initiator._commands import (
+    HASH_RANGE,
+    hash_range16,
+    inquiry,
+    report_one_opcode,
+)
+from reservoir.agent.initiator._errors import ProtocolError, ScsiError
+from reservoir.agent.initiator._session import Session
+
+VENDOR = b"RESERVOR"
+SUPPORTED = 0b011  # SPC-4 Table 305: supported, in conformance with a standard (or vendor)
+MAX_HASH_BYTES = 64 << 20  # the most one HASH RANGE command covers
+
+
+async def supports_hash_range(session: Session, lun: int) -> bool:
+    """Whether ``lun`` is served by our target with HASH RANGE available."""
+    try:
+        ident = await session.scsi(lun, inquiry(), read_length=96)
+        if ident.data[8:16] != VENDOR:
+            return False
+        reply = await session.scsi(lun, report_one_opcode(HASH_RANGE), read_length=64)
+    except ScsiError:
+        return False
+    return len(reply.data) >= 2 and reply.data[1] & 0x07 == SUPPORTED
+
+
+async def hash_range(session: Session, lun: int, lba: int, blocks: int) -> bytes:
+    """The target's XXH3-128 digest (big-endian, as ``xxh3_128().digest()``) of the range."""
+    reply = await session.scsi(lun, hash_range16(lba, blocks), read_length=16)
+    if len(reply.data) != 16:
+        raise ProtocolError(f"HASH RANGE returned {len(reply.data)} bytes, not 16")
+    return reply.data
