@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from reservoir.agent.initiator import RecoveryPolicy, Session, discover
+from reservoir.agent.initiator import (
+    MAX_HASH_BYTES,
+    RecoveryPolicy,
+    Session,
+    discover,
+    hash_range,
+    supports_hash_range,
+)
 from reservoir.agent.initiator._transport import Connector
 from reservoir.agent.storage import Volume, open_volume
 
@@ -81,7 +88,14 @@ def parse_path(text: str) -> PathSpec:
 class Channel(Protocol):
     async def read(self, offset: int, length: int) -> bytes: ...
 
+    async def readinto(self, offset: int, view: memoryview) -> None: ...
+
     async def write(self, offset: int, data: bytes | memoryview) -> None: ...
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        """The destination's own XXH3-128 of the range; None where it cannot hash
+        (the caller reads the range back instead)."""
+        ...
 
     async def flush(self) -> None: ...
 
@@ -121,8 +135,14 @@ class LocalChannel:
     async def read(self, offset: int, length: int) -> bytes:
         return await self.volume.read(offset, length)
 
+    async def readinto(self, offset: int, view: memoryview) -> None:
+        await self.volume.readinto(offset, view)
+
     async def write(self, offset: int, data: bytes | memoryview) -> None:
         await self.volume.write(offset, data)
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        return None  # reading a local volume back is as cheap as hashing it here
 
     async def flush(self) -> None:
         await self.volume.flush()
@@ -146,14 +166,23 @@ class LocalSide:
 
 
 class RemoteChannel:
-    def __init__(self, session: Session, lun: int, block_size: int) -> None:
+    def __init__(self, session: Session, lun: int, block_size: int, hashes: bool = False) -> None:
         self.session, self.lun, self.bs = session, lun, block_size
+        self.hashes = hashes  # the target answers HASH RANGE
 
     async def read(self, offset: int, length: int) -> bytes:
         return await self.session.read(self.lun, offset // self.bs, length // self.bs, self.bs)
 
+    async def readinto(self, offset: int, view: memoryview) -> None:
+        view[:] = await self.read(offset, len(view))
+
     async def write(self, offset: int, data: bytes | memoryview) -> None:
         await self.session.write(self.lun, offset // self.bs, data, self.bs)
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        if not self.hashes or length > MAX_HASH_BYTES:
+            return None
+        return await hash_range(self.session, self.lun, offset // self.bs, length // self.bs)
 
     async def flush(self) -> None:
         await self.session.scsi(self.lun, SYNCHRONIZE_CACHE_10)
@@ -168,6 +197,7 @@ class RemoteSide:
     def __init__(self, where: RemoteLun, login: Login, label: str) -> None:
         self.where, self.login, self.label = where, login, label
         self.size = self.block_size = 0
+        self.hashes = False  # whether the target verifies extents itself (HASH RANGE)
 
     async def _open(
         self, path: PathSpec | None, recovery: RecoveryPolicy | None = None, timeout: float = 10.0
@@ -194,13 +224,14 @@ class RemoteSide:
     async def probe(self) -> None:
         async with await self._open(None) as session:
             blocks, self.block_size = await session.capacity(self.where.lun)
+            self.hashes = await supports_hash_range(session, self.where.lun)
         self.size = blocks * self.block_size
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
         session = await self._open(path)
         if self.login.on_session is not None:
             self.login.on_session(stream, session)
-        return RemoteChannel(session, self.where.lun, self.block_size)
+        return RemoteChannel(session, self.where.lun, self.block_size, self.hashes)
 
     async def close(self) -> None:
         return None
@@ -253,9 +284,16 @@ class CountingChannel:
         self.count(length)
         return data
 
+    async def readinto(self, offset: int, view: memoryview) -> None:
+        await self.inner.readinto(offset, view)
+        self.count(len(view))
+
     async def write(self, offset: int, data: bytes | memoryview) -> None:
         await self.inner.write(offset, data)
         self.count(len(data))
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        return await self.inner.digest(offset, length)
 
     async def flush(self) -> None:
         await self.inner.flush()

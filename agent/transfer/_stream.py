@@ -1,23 +1,24 @@
 """Streams: one per connection; each carries extents from the source to the destination.
 
-A stream reads its next extent ahead of the network (at most one extent read and one
-queued besides the one being sent, so memory stays within three extents per stream),
-writes it as ``piece``-sized commands with ``depth`` in flight, reads it back and
-compares digests when verifying.  The :class:`Dispatcher` knows which extents every
-stream holds: when a stream's session fails for good they go back to the queues and
-the other streams carry them.
+A stream keeps its connection busy across extent boundaries: up to ``depth``
+``piece``-sized commands are in flight on it at any time, for up to
+``extents_in_flight`` extents (the next extent's writes go out while the previous
+one is being verified), and one extent is read ahead of the network, so memory stays
+within ``extents_in_flight + 2`` extents per stream.  Verification asks the
+destination for its digest of the range (HASH RANGE on our target) and reads the
+extent back only where the destination cannot hash.  The :class:`Dispatcher` knows
+which extents every stream holds: when a stream's session fails for good they go
+back to the queues and the other streams carry them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import xxhash
 
-from reservoir.agent.aio import cancel_and_wait
 from reservoir.agent.initiator import CommandTimeout, ConnectionLostError
 from reservoir.agent.transfer._endpoints import Channel
 from reservoir.agent.transfer._plan import Extent, Queues
@@ -52,9 +53,10 @@ class StreamStats:
 @dataclass(frozen=True, slots=True)
 class Settings:
     piece: int = 1 << 20
-    depth: int = 8
+    depth: int = 8  # commands in flight on the stream
     verify: bool = True
     retries: int = 3
+    extents_in_flight: int = 2  # written, not yet verified
 
 
 class Dispatcher:
@@ -105,66 +107,104 @@ class StreamWorker:
     _queue: asyncio.Queue[tuple[Extent, bytearray] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=1)
     )
+    _window: asyncio.Semaphore | None = None
+    _spare: list[bytearray] = field(default_factory=list)  # extent buffers to reuse
+    _busy: int = 0  # extents being carried
+    _busy_since: float = 0.0
 
     async def run(self) -> None:
         """Carries extents until none is left; a lost session ends the stream and
         gives its extents back; any other error propagates."""
-        reader = asyncio.create_task(self._read_ahead())
+        self._window = asyncio.Semaphore(self.settings.depth)
         try:
-            await self._send_all(reader)
-        except STREAM_ERRORS as exc:
-            self.stats.error = str(exc) or type(exc).__name__
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._read_ahead())
+                group.create_task(self._send_all(group))
+        except BaseExceptionGroup as failed:
+            errors = _leaves(failed)
+            for error in errors:
+                if not isinstance(error, STREAM_ERRORS):
+                    raise error from None
+            self.stats.error = str(errors[0]) or type(errors[0]).__name__
             self.dispatcher.fail(self.stats.index)
-        finally:
-            with contextlib.suppress(*STREAM_ERRORS):
-                await cancel_and_wait(reader)
-
-    async def _send_all(self, reader: asyncio.Task[None]) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            get = asyncio.ensure_future(self._queue.get())
-            await asyncio.wait({get, reader}, return_when=asyncio.FIRST_COMPLETED)
-            if not get.done():
-                get.cancel()
-                reader.result()  # raises the reader's error
-                item = await self._queue.get()
-            else:
-                item = get.result()
-            if item is None:
-                return
-            started = loop.time()
-            extent_digest = await self._send(*item)
-            self.stats.seconds += loop.time() - started
-            self.on_done(self, item[0], extent_digest)
 
     async def _read_ahead(self) -> None:
         while (extent := await self.dispatcher.take(self.stats.index)) is not None:
-            data = await self._read(self.source, extent)
+            data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
             await self._queue.put((extent, data))
         await self._queue.put(None)
 
-    async def _send(self, extent: Extent, data: bytearray) -> bytes:
-        """Writes (and verifies) one extent; returns its digest."""
-        want = digest(data)
-        for attempt in range(self.settings.retries + 1):
-            await self._write(extent, data)
-            self.stats.bytes += extent.length
-            if not self.settings.verify or digest(await self._read(self.dest, extent)) == want:
-                self.stats.extents += 1
-                return want
-            if attempt < self.settings.retries:
-                self.stats.retries += 1
-        raise VerifyError(f"extent {extent.id} at byte {extent.offset} did not verify")
+    async def _send_all(self, group: asyncio.TaskGroup) -> None:
+        slots = asyncio.Semaphore(self.settings.extents_in_flight)
+        while (item := await self._queue.get()) is not None:
+            await slots.acquire()
+            carrier = group.create_task(self._carry(*item))
+            carrier.add_done_callback(lambda _: slots.release())
 
-    async def _read(self, channel: Channel, extent: Extent) -> bytearray:
-        buf = bytearray(extent.length)
+    async def _carry(self, extent: Extent, data: bytearray) -> None:
+        """Writes and verifies one extent (rewriting it after a mismatch)."""
+        self._started()
+        try:
+            want = digest(data)
+            for attempt in range(self.settings.retries + 1):
+                await self._write(extent, data)
+                self.stats.bytes += extent.length
+                if not self.settings.verify or await self._verified(extent, want):
+                    self.stats.extents += 1
+                    self.on_done(self, extent, want)
+                    self._give_back(data)  # every command on it has completed
+                    return
+                if attempt < self.settings.retries:
+                    self.stats.retries += 1
+            raise VerifyError(f"extent {extent.id} at byte {extent.offset} did not verify")
+        finally:
+            self._stopped()
+
+    def _started(self) -> None:
+        if self._busy == 0:
+            self._busy_since = asyncio.get_running_loop().time()
+        self._busy += 1
+
+    def _stopped(self) -> None:
+        self._busy -= 1
+        if self._busy == 0:
+            self.stats.seconds += asyncio.get_running_loop().time() - self._busy_since
+
+    async def _verified(self, extent: Extent, want: bytes) -> bool:
+        """The destination's digest of the extent (read back where it cannot hash)."""
+        theirs = await self.dest.digest(extent.offset, extent.length)
+        if theirs is None:
+            assert self._window is not None
+            back = await self._read(self.dest, extent, self._window)
+            theirs = digest(back)
+            self._give_back(back)
+        return theirs == want
+
+    async def _read(self, channel: Channel, extent: Extent, limit: asyncio.Semaphore) -> bytearray:
+        buf = self._buffer(extent.length)
+        view = memoryview(buf)
 
         async def piece(offset: int, length: int) -> None:
             start = offset - extent.offset
-            buf[start : start + length] = await channel.read(offset, length)
+            await channel.readinto(offset, view[start : start + length])
 
-        await self._pieces(extent, piece)
+        try:
+            await self._pieces(extent, piece, limit)
+        except BaseException:
+            self._give_back(buf)
+            raise
         return buf
+
+    def _buffer(self, length: int) -> bytearray:
+        """An extent buffer, reused: a fresh one costs a page fault every 4 KiB."""
+        for i, buf in enumerate(self._spare):
+            if len(buf) == length:
+                return self._spare.pop(i)
+        return bytearray(length)
+
+    def _give_back(self, buf: bytearray) -> None:
+        if len(self._spare) < self.settings.extents_in_flight + 2:
+            self._spare.append(buf)
 
     async def _write(self, extent: Extent, data: bytearray) -> None:
         view = memoryview(data)
@@ -173,10 +213,15 @@ class StreamWorker:
             start = offset - extent.offset
             await self.dest.write(offset, view[start : start + length])
 
-        await self._pieces(extent, piece)
+        assert self._window is not None
+        await self._pieces(extent, piece, self._window)
 
-    async def _pieces(self, extent: Extent, run: Callable[[int, int], Awaitable[None]]) -> None:
-        limit = asyncio.Semaphore(self.settings.depth)
+    async def _pieces(
+        self,
+        extent: Extent,
+        run: Callable[[int, int], Awaitable[None]],
+        limit: asyncio.Semaphore,
+    ) -> None:
         size = self.settings.piece
 
         async def one(offset: int) -> None:
@@ -184,3 +229,14 @@ class StreamWorker:
                 await run(offset, min(size, extent.end - offset))
 
         await asyncio.gather(*(one(o) for o in range(extent.offset, extent.end, size)))
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions of a (nested) group, flattened."""
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            leaves += _leaves(error)
+        else:
+            leaves.append(error)
+    return leaves

@@ -65,10 +65,16 @@ class Volume:
             await self.link.cross(0)
         return bytes(self.data[offset : offset + length])
 
+    async def readinto(self, offset: int, view: memoryview) -> None:
+        view[:] = await self.read(offset, len(view))
+
     async def write(self, offset: int, data: bytes | memoryview) -> None:
         if self.link is not None:
             await self.link.cross(len(data))
         self.data[offset : offset + len(data)] = data
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        return None
 
     async def flush(self) -> None:
         return None

@@ -24,22 +24,40 @@ EXTENT = 64 << 10
 
 class Memory:
     """A fake volume: ``delay`` seconds per command; fails after ``fail_after`` writes;
-    corrupts the first ``corrupt`` writes."""
+    corrupts the first ``corrupt`` writes; hashes ranges itself when ``hashes``."""
 
     def __init__(self, data: bytearray, delay: float = 0.0) -> None:
         self.data, self.delay = data, delay
         self.fail_after: int | None = None
         self.corrupt = 0
-        self.writes = 0
+        self.writes = self.reads = self.digests = 0
+        self.hashes = False
+        self.in_flight = self.most_in_flight = 0
 
     async def read(self, offset: int, length: int) -> bytes:
+        self.reads += 1
         await asyncio.sleep(self.delay)
         if self.fail_after is not None and self.writes >= self.fail_after:
             raise ConnectionLostError("dropped by the test")
         return bytes(self.data[offset : offset + length])
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        if not self.hashes:
+            return None
+        self.digests += 1
         await asyncio.sleep(self.delay)
+        return digest(self.data[offset : offset + length])
+
+    async def readinto(self, offset: int, view: memoryview) -> None:
+        view[:] = await self.read(offset, len(view))
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
         self.writes += 1
         if self.fail_after is not None and self.writes > self.fail_after:
             raise ConnectionLostError("dropped by the test")
@@ -187,3 +205,28 @@ def test_lost_source_session_is_carried_too() -> None:
     source, dest, stats, _, done = asyncio.run(run([0.0005] * 3, 12, lost_source=1))
     assert dest == source and sorted(done) == list(range(12))
     assert not stats[1].up and stats[1].extents == 0
+
+
+def test_destination_that_hashes_is_not_read_back() -> None:
+    sink = Memory(bytearray())
+    sink.hashes = True
+    source, dest, stats, _, _ = asyncio.run(run([0.0], 6, sinks=[sink]))
+    assert dest == source and stats[0].extents == 6
+    assert sink.digests == 6 and sink.reads == 0
+
+
+def test_destination_digest_mismatch_is_resent() -> None:
+    sink = Memory(bytearray())
+    sink.hashes, sink.corrupt = True, 1
+    source, dest, stats, _, _ = asyncio.run(
+        run([0.0], 3, sinks=[sink], settings=Settings(piece=EXTENT))
+    )
+    assert dest == source and stats[0].retries == 1 and sink.reads == 0
+
+
+def test_window_stays_full_across_extent_boundaries() -> None:
+    sink = Memory(bytearray(), 0.002)
+    sink.hashes = True
+    settings = Settings(piece=EXTENT // 2, depth=4)  # two commands an extent, four in flight
+    source, dest, _, _, _ = asyncio.run(run([0.0], 8, sinks=[sink], settings=settings))
+    assert dest == source and sink.most_in_flight == 4
