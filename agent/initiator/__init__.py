@@ -15,13 +15,12 @@ from reservoir.agent.initiator._errors import (
     ProtocolError,
     ScsiError,
 )
-from reservoir.agent.initiator._hash_range import MAX_HASH_BYTES, hash_range, supports_hash_range
+from reservoir.agent.initiator._hash_range import hash_range, supports_hash_range
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.initiator._session import RecoveryPolicy, Session
 from reservoir.agent.initiator._transport import PduSink, PduTransport, TcpTransport
 
 __all__ = [
-    "MAX_HASH_BYTES",
     "CommandTimeout",
     "ConnectionLostError",
     "DiscoveredTarget",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.scsi import ALG_XXH3_128, HASH_RANGE_OPCODE
 
 STATUS_GOOD = 0x00
 STATUS_CHECK_CONDITION = 0x02
@@ -57,13 +58,9 @@ def report_one_opcode(opcode: int, length: int = 64) -> bytes:
     return struct.pack(">BBBBHIBB", 0xA3, 0x0C, 0x01, opcode, 0, length, 0, 0)
 
 
-HASH_RANGE = 0xC1  # the builtin target's vendor-specific HASH RANGE (agent/scsi/_hash_range.py)
-HASH_XXH3_128 = 0x01
-
-
-def hash_range16(lba: int, blocks: int, algorithm: int = HASH_XXH3_128) -> bytes:
+def hash_range16(lba: int, blocks: int, algorithm: int = ALG_XXH3_128) -> bytes:
     """HASH RANGE: the target's digest of ``blocks`` blocks at ``lba`` (16 bytes in)."""
-    return struct.pack(">BBQIBB", HASH_RANGE, algorithm, lba, blocks, 0, 0)
+    return struct.pack(">BBQIBB", HASH_RANGE_OPCODE, algorithm, lba, blocks, 0, 0)
 
 
 @dataclass(eq=False, slots=True)

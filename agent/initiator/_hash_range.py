@@ -9,18 +9,13 @@ REPORT SUPPORTED OPERATION CODES says the opcode is supported.
 
 from __future__ import annotations
 
-from reservoir.agent.initiator._commands import (
-    HASH_RANGE,
-    hash_range16,
-    inquiry,
-    report_one_opcode,
-)
+from reservoir.agent.initiator._commands import hash_range16, inquiry, report_one_opcode
 from reservoir.agent.initiator._errors import ProtocolError, ScsiError
 from reservoir.agent.initiator._session import Session
+from reservoir.agent.scsi import HASH_RANGE_OPCODE
 
 VENDOR = b"RESERVOR"
 SUPPORTED = 0b011  # SPC-4 Table 305: supported, in conformance with a standard (or vendor)
-MAX_HASH_BYTES = 64 << 20  # the most one HASH RANGE command covers
 
 
 async def supports_hash_range(session: Session, lun: int) -> bool:
@@ -29,7 +24,7 @@ async def supports_hash_range(session: Session, lun: int) -> bool:
         ident = await session.scsi(lun, inquiry(), read_length=96)
         if ident.data[8:16] != VENDOR:
             return False
-        reply = await session.scsi(lun, report_one_opcode(HASH_RANGE), read_length=64)
+        reply = await session.scsi(lun, report_one_opcode(HASH_RANGE_OPCODE), read_length=64)
     except ScsiError:
         return False
     return len(reply.data) >= 2 and reply.data[1] & 0x07 == SUPPORTED

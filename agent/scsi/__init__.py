@@ -5,6 +5,7 @@ The iSCSI target hands every SCSI Command PDU to :meth:`LunTable.execute` as a
 sense. Logical units run over a :class:`Backend` (reservoir.agent.storage).
 """
 
+from ._hash_range import ALG_XXH3_128, HASH_RANGE_OPCODE, MAX_HASH_BYTES
 from ._lu import LogicalUnit
 from ._lun_table import LunTable
 from ._luns import decode_lun, encode_lun
@@ -12,6 +13,9 @@ from ._sense import SenseKey, build_sense, decode_sense, sense_information
 from ._types import Backend, Nexus, ScsiCommand, ScsiResult, Status
 
 __all__ = [
+    "ALG_XXH3_128",
+    "HASH_RANGE_OPCODE",
+    "MAX_HASH_BYTES",
     "Backend",
     "LogicalUnit",
     "LunTable",

@@ -49,6 +49,8 @@ READ_12: Final = 0xA8
 WRITE_12: Final = 0xAA
 WRITE_AND_VERIFY_12: Final = 0xAE
 VERIFY_12: Final = 0xAF
+# Vendor specific (C0h-FFh): a digest of an LBA range (see _hash_range.py).
+HASH_RANGE: Final = 0xC1
 
 # Service actions.
 SA_READ_CAPACITY_16: Final = 0x10

@@ -37,6 +37,7 @@ from ._disk import (
     write_and_verify_12,
     write_and_verify_16,
 )
+from ._hash_range import hash_range
 from ._inquiry import inquiry, report_target_port_groups
 from ._luns import report_luns
 from ._modepages import mode_select, mode_sense
@@ -134,6 +135,7 @@ _HANDLERS: dict[int, Handler] = {
     op.WRITE_12: write_12,
     op.WRITE_AND_VERIFY_12: write_and_verify_12,
     op.VERIFY_12: verify_12,
+    op.HASH_RANGE: hash_range,
 }
 
 

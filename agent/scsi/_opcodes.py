@@ -45,6 +45,7 @@ _VERIFY16 = (0x16, *_F8, *_F4, 0x1F, 0x00)
 _WAV10 = (0x12, *_F4, 0x1F, 0xFF, 0xFF, 0x00)  # DPO BYTCHK(01b)
 _WAV12 = (0x12, *_F4, *_F4, 0x1F, 0x00)
 _WAV16 = (0x12, *_F8, *_F4, 0x1F, 0x00)
+_HASH_RANGE = (0xFF, *_F8, *_F4, 0x00, 0x00)  # ALGORITHM, LBA, blocks, reserved
 
 COMMANDS: tuple[CommandInfo, ...] = (
     _c(op.TEST_UNIT_READY, 0, 0, 0, 0, 0),
@@ -102,6 +103,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     _c(op.WRITE_12, *_RW12),
     _c(op.WRITE_AND_VERIFY_12, *_WAV12),
     _c(op.VERIFY_12, *_VERIFY12),
+    _c(op.HASH_RANGE, *_HASH_RANGE),
 )
 
 

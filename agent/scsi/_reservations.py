@@ -57,6 +57,7 @@ _READS: Final = frozenset(
         op.MODE_SENSE_6,
         op.MODE_SENSE_10,
         op.SERVICE_ACTION_IN_16,
+        op.HASH_RANGE,
     }
 )
 # What a non-holder may run under an SPC-2 reservation (SPC-2 5.5.1).

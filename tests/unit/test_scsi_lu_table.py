@@ -152,7 +152,9 @@ def test_unit_attention_after_reset_is_reported_once_to_every_nexus() -> None:
 
 def test_unit_attention_precedes_invalid_operation_code() -> None:
     lu, _ = make_lu(ua_on_new_nexus=True)
-    assert sense_of(execute(lu, bytes((0xC1,)) + bytes(9))) == (6, 0x29, 0x00)
+    unknown = bytes((0xC5,)) + bytes(9)  # a vendor-specific opcode nobody here implements
+    assert sense_of(execute(lu, unknown)) == (6, 0x29, 0x00)
+    assert sense_of(execute(lu, unknown)) == (5, 0x20, 0x00)  # INVALID COMMAND OPERATION CODE
 
 
 def test_target_reset_reports_power_on_reset_on_every_unit() -> None:

@@ -1,0 +1,61 @@
+"""HASH RANGE: a vendor-specific command (operation code C1h) that hashes a range
+of logical blocks on the target's own storage, so the copy engine can verify a
+written extent without reading it back over the network.
+
+CDB (16 bytes, all multi-byte fields big endian)::
+
+    byte 0       OPERATION CODE (C1h)
+    byte 1       ALGORITHM: 01h = XXH3-128; any other value is
+                 INVALID FIELD IN CDB (field pointer: byte 1)
+    bytes 2-9    LOGICAL BLOCK ADDRESS
+    bytes 10-13  NUMBER OF LOGICAL BLOCKS: 0 hashes nothing (the digest of empty
+                 input); more than 64 MiB of data is INVALID FIELD IN CDB (byte 10)
+    byte 14      reserved: nonzero is INVALID FIELD IN CDB (byte 14)
+    byte 15      CONTROL
+
+A range past the capacity is LOGICAL BLOCK ADDRESS OUT OF RANGE and an I/O error
+MEDIUM ERROR / UNRECOVERED READ ERROR, as for READ. Data-In is 16 bytes: the
+XXH3-128 digest (canonical, big endian form) of the blocks as currently stored,
+unwritten (thin) ranges reading as zeros. The data is read and hashed 1 MiB at a
+time. For reservations it is a read: allowed wherever READ is.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+import xxhash
+
+from ._cdb import HASH_RANGE
+from ._disk import read_blocks
+from ._sense import invalid_field_in_cdb
+from ._state import LuState
+from ._types import ScsiCommand, ScsiResult, Status
+
+HASH_RANGE_OPCODE: Final = HASH_RANGE
+ALG_XXH3_128: Final = 0x01
+DIGEST_LENGTH: Final = 16
+MAX_HASH_BYTES: Final = 64 << 20
+CHUNK_BYTES: Final = 1 << 20
+
+# (ALGORITHM, LOGICAL BLOCK ADDRESS, NUMBER OF LOGICAL BLOCKS, reserved byte 14).
+_LAYOUT: Final = struct.Struct(">xBQIBx")
+
+
+async def hash_range(st: LuState, cmd: ScsiCommand) -> ScsiResult:
+    algorithm, lba, blocks, reserved = _LAYOUT.unpack_from(cmd.cdb)
+    if algorithm != ALG_XXH3_128:
+        raise invalid_field_in_cdb(1)
+    if reserved:
+        raise invalid_field_in_cdb(14)
+    st.check_range(lba, blocks)
+    bs = st.block_size
+    if blocks * bs > MAX_HASH_BYTES:
+        raise invalid_field_in_cdb(10)
+    digest = xxhash.xxh3_128()
+    step = max(1, CHUNK_BYTES // bs)
+    end = lba + blocks
+    for first in range(lba, end, step):
+        digest.update(await read_blocks(st, first, min(step, end - first)))
+    return ScsiResult(Status.GOOD, digest.digest())
