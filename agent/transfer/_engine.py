@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reservoir.agent.aio import finish
 from reservoir.agent.initiator import InitiatorError, RecoveryPolicy, Session
 from reservoir.agent.initiator._transport import mptcp_connect
 from reservoir.agent.paths.health import HealthConfig
@@ -65,6 +66,7 @@ class CopyOptions:
     range: tuple[int, int] | None = None  # (offset, length) in bytes
     initiator_name: str = DEFAULT_INITIATOR
     chap: tuple[str, str] | None = None
+    mutual_chap: tuple[str, str] | None = None  # the target's, checked by us
     piece_size: int = 1 << 20
     depth: int = 8
     verify_retries: int = 3
@@ -87,12 +89,15 @@ async def copy(
     """Copies ``source`` to ``dest``; raises :class:`CopyError`."""
     if options.streams < 1:
         raise CopyError("--streams must be at least 1")
+    if options.mutual_chap is not None and options.chap is None:
+        raise CopyError("mutual CHAP needs the initiator's CHAP credentials too (--chap)")
     login = Login(
         options.initiator_name,
         options.chap,
         options.recovery,
         options.on_session,
         connector=mptcp_connect if options.mptcp else None,
+        mutual_chap=options.mutual_chap,
     )
     try:
         paths = [parse_path(p) for p in options.paths]
@@ -269,17 +274,21 @@ class Run:
             await self._flush(list(self.workers.values()))
         finally:
             ticker.cancel()
-            if self.monitor is not None:
-                await self.monitor.stop()
-            tasks = list(self.tasks.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self.checkpoint.in_flight = self.dispatcher.in_flight() | self.previously_in_flight
-            self.checkpoint.save()
-            await self._close(list(self.workers.values()))
-            await asyncio.gather(*self._background, return_exceptions=True)
+            await finish(self._stop())
         self._report()
+
+    async def _stop(self) -> None:
+        """Stops the streams, saves the checkpoint, closes the sessions."""
+        if self.monitor is not None:
+            await self.monitor.stop()
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.checkpoint.in_flight = self.dispatcher.in_flight() | self.previously_in_flight
+        self.checkpoint.save()
+        await self._close(list(self.workers.values()))
+        await asyncio.gather(*self._background, return_exceptions=True)
 
     def _start(self, worker: StreamWorker) -> None:
         index = worker.stats.index
@@ -499,6 +508,12 @@ class Run:
                 with contextlib.suppress(InitiatorError, OSError, TimeoutError):
                     await channel.close()
 
+    def _verified_by(self) -> str:
+        if not self.options.verify:
+            return ""
+        hashes = isinstance(self.dst, RemoteSide) and self.dst.hashes
+        return "destination" if hashes else "read-back"
+
     def _summary(self) -> CopySummary:
         digests = [self.checkpoint.done[e.id] for e in self.plan.extents]
         sent = sum(s.bytes for s in self.stats)
@@ -511,6 +526,7 @@ class Run:
             elapsed=time.monotonic() - self.started,
             root_hash=root_hash(digests),
             verified=self.options.verify,
+            verified_by=self._verified_by(),
             copied_bytes=self.copied,
             skipped_extents=len(self.skipped),
             skipped_bytes=sum(self.plan.extent(i).length for i in self.skipped),
