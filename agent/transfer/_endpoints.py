@@ -18,7 +18,6 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from reservoir.agent.initiator import (
-    MAX_HASH_BYTES,
     RecoveryPolicy,
     Session,
     discover,
@@ -26,6 +25,7 @@ from reservoir.agent.initiator import (
     supports_hash_range,
 )
 from reservoir.agent.initiator._transport import Connector
+from reservoir.agent.scsi import MAX_HASH_BYTES
 from reservoir.agent.storage import Volume, open_volume
 
 ISCSI_PORT = 3260
@@ -111,6 +111,7 @@ class Login:
     recovery: RecoveryPolicy | None = None
     on_session: Callable[[int, Session], None] | None = None
     connector: Connector | None = None  # MPTCP, or a test's
+    mutual_chap: tuple[str, str] | None = None  # the target's credentials (mutual CHAP)
 
 
 class Side(Protocol):
@@ -210,6 +211,7 @@ class RemoteSide:
             self.where.iqn,
             initiator_name=self.login.initiator_name,
             chap=self.login.chap,
+            mutual_chap=self.login.mutual_chap,
             local_address=path.local if path else None,
             recovery=recovery or self.login.recovery,
             connector=self.login.connector,
@@ -332,7 +334,11 @@ def _in(host: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
 async def resolve_binds(binds: list[str], where: RemoteLun, login: Login) -> list[PathSpec]:
     """Discover the portals of ``where``'s target (SendTargets) and pair the binds."""
     targets = await discover(
-        where.host, where.port, initiator_name=login.initiator_name, chap=login.chap
+        where.host,
+        where.port,
+        initiator_name=login.initiator_name,
+        chap=login.chap,
+        mutual_chap=login.mutual_chap,
     )
     portals = [(p.address, p.port) for t in targets if t.name == where.iqn for p in t.portals]
     return pair_binds(binds, portals)

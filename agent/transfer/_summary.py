@@ -43,6 +43,7 @@ class CopySummary:
     mismatches: int
     checkpoint: str
     streams: list[StreamStats] = field(default_factory=list)
+    verified_by: str = ""  # "destination" (it hashed its own copy) or "read-back"
     path_reports: list[PathReport] = field(default_factory=list)  # with 2+ paths
 
     @property
@@ -92,7 +93,12 @@ def format_summary(s: CopySummary) -> str:
                 f"path {r.path}: failover window {window} (detected after "
                 f"{r.detected_after} s), {r.moved_extents} extents moved to other paths"
             )
-    verify = f"verified, {s.mismatches} mismatches resent" if s.verified else "not verified"
+    how = {"destination": " by the destination", "read-back": " by reading back"}
+    verify = (
+        f"verified{how.get(s.verified_by, '')}, {s.mismatches} mismatches resent"
+        if s.verified
+        else "not verified"
+    )
     lines += [
         f"copied {s.copied_bytes} bytes in {s.elapsed:.2f} s ({s.rate / 1e6:.1f} MB/s); "
         f"skipped {s.skipped_bytes} bytes ({s.skipped_extents} extents) from the checkpoint; "

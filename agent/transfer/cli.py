@@ -51,6 +51,11 @@ def register(sub: Sub) -> None:
     p.add_argument("--initiator-name", default=DEFAULT_INITIATOR, metavar="IQN")
     p.add_argument("--chap", metavar="USER:SECRET", help="CHAP credentials for remote LUNs")
     p.add_argument(
+        "--mutual-chap",
+        metavar="USER:SECRET",
+        help="the target's CHAP credentials, checked by the copy (mutual CHAP; needs --chap)",
+    )
+    p.add_argument(
         "--bind",
         action="append",
         default=[],
@@ -82,7 +87,8 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
         checkpoint=args.checkpoint,
         range=parse_range(args.range) if args.range else None,
         initiator_name=args.initiator_name,
-        chap=parse_chap(args.chap) if args.chap else None,
+        chap=parse_chap(args.chap, "--chap") if args.chap else None,
+        mutual_chap=parse_chap(args.mutual_chap, "--mutual-chap") if args.mutual_chap else None,
         binds=list(args.bind),
         mptcp=args.mptcp,
         telemetry=args.telemetry,
@@ -99,10 +105,10 @@ def parse_range(text: str) -> tuple[int, int]:
     raise CopyError(f"--range {text!r} is not OFFSET:LENGTH")
 
 
-def parse_chap(text: str) -> tuple[str, str]:
+def parse_chap(text: str, option: str) -> tuple[str, str]:
     user, sep, secret = text.partition(":")
     if not sep or not user or not secret:
-        raise CopyError("--chap is not USER:SECRET")
+        raise CopyError(f"{option} is not USER:SECRET")
     return user, secret
 
 

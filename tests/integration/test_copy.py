@@ -73,7 +73,35 @@ def test_copy_into_our_target(
     assert summary.verified and summary.copied_bytes == SIZE
     assert summary.mismatches == 0 and summary.resent_bytes == 0
     assert all(s.up and s.extents >= 3 for s in summary.streams)
+    assert summary.verified_by == "destination"  # our target hashed its own copy
     assert sha(lun) == sha(source)
+
+
+MUTUAL = ["--chap", "copier:initiator-secret", "--mutual-chap", "target:target-secret"]
+
+
+def test_copy_with_mutual_chap(tmp_path: Path, source: Path, lun: Path) -> None:
+    with ReservoirTarget([lun], extra=["--nop-interval", "0", *MUTUAL]) as target:
+        opts = options(
+            tmp_path,
+            chap=("copier", "initiator-secret"),
+            mutual_chap=("target", "target-secret"),
+        )
+        summary = asyncio.run(copy(str(source), target.url(0), opts))
+    assert summary.copied_bytes == SIZE and sha(lun) == sha(source)
+
+
+def test_wrong_mutual_secret_is_refused_and_nothing_written(
+    tmp_path: Path, source: Path, lun: Path
+) -> None:
+    with ReservoirTarget([lun], extra=["--nop-interval", "0", *MUTUAL]) as target:
+        opts = options(
+            tmp_path, chap=("copier", "initiator-secret"), mutual_chap=("target", "wrong")
+        )
+        with pytest.raises(CopyError, match=r"(?i)chap|auth"):
+            asyncio.run(copy(str(source), target.url(0), opts))
+        assert target.alive()
+    assert sha(lun) == sha(blank(tmp_path / "zeros.img"))
 
 
 def test_copy_into_tgt(tmp_path: Path, source: Path) -> None:
@@ -89,6 +117,7 @@ def test_copy_into_tgt(tmp_path: Path, source: Path) -> None:
         tgt.__exit__(None, None, None)
     report("into tgt", summary)
     assert summary.verified and summary.copied_bytes == SIZE
+    assert summary.verified_by == "read-back"  # tgt has no HASH RANGE
     assert sha(backing) == sha(source)
 
 
