@@ -56,7 +56,7 @@ class ScsiTask:
     conn: Connection
     cmd: P.ScsiCommand
     lun: int
-    buffer: bytearray = field(default_factory=bytearray)
+    buffer: bytearray | bytes | memoryview = b""  # the immediate data itself when it is all
     received: int = 0
     r2tsn: int = 0
     runner: Runner | None = None
@@ -78,8 +78,11 @@ class ScsiTask:
     def take_immediate(self, unsolicited_end: int) -> None:
         """Place the command's immediate data and open the unsolicited burst."""
         data = self.cmd.data
-        self.buffer = bytearray(self.expected_out)
-        self.buffer[: len(data)] = data
+        if len(data) == self.expected_out:
+            self.buffer = data  # all of it came with the command: no copy
+        else:
+            self.buffer = bytearray(self.expected_out)
+            self.buffer[: len(data)] = data
         self.received = len(data)
         if unsolicited_end > len(data):
             self._sequences[P.RESERVED_TAG] = _Sequence(P.RESERVED_TAG, len(data), unsolicited_end)
@@ -106,6 +109,7 @@ class ScsiTask:
             )
         if pdu.datasn != seq.datasn:
             raise DataOutError(f"Data-Out DataSN {pdu.datasn}, expected {seq.datasn}")
+        assert isinstance(self.buffer, bytearray)  # more data was expected than came first
         self.buffer[pdu.offset : pdu.offset + length] = pdu.data
         seq.next += length
         seq.datasn += 1
