@@ -65,10 +65,16 @@ class Dispatcher:
     def __init__(self, queues: Queues, streams: int) -> None:
         self.queues = queues
         self.held: list[set[Extent]] = [set() for _ in range(streams)]
+        self.written: set[int] = set()  # writes issued, extent not yet done
         self._changed = asyncio.Event()
 
     def in_flight(self) -> set[int]:
-        return {e.id for held in self.held for e in held}
+        """Extents the destination may hold in part: written to, not yet done (also
+        when their stream was lost and they went back to the queue)."""
+        return set(self.written)
+
+    def writing(self, extent: Extent) -> None:
+        self.written.add(extent.id)
 
     async def take(self, stream: int) -> Extent | None:
         """The next extent, waiting while other streams still hold some that may
@@ -85,6 +91,7 @@ class Dispatcher:
 
     def done(self, stream: int, extent: Extent) -> None:
         self.held[stream].discard(extent)
+        self.written.discard(extent.id)
         self._changed.set()
 
     def fail(self, stream: int) -> None:
@@ -144,6 +151,7 @@ class StreamWorker:
     async def _carry(self, extent: Extent, data: bytearray) -> None:
         """Writes and verifies one extent (rewriting it after a mismatch)."""
         self._started()
+        self.dispatcher.writing(extent)
         try:
             want = digest(data)
             for attempt in range(self.settings.retries + 1):

@@ -230,3 +230,33 @@ def test_window_stays_full_across_extent_boundaries() -> None:
     settings = Settings(piece=EXTENT // 2, depth=4)  # two commands an extent, four in flight
     source, dest, _, _, _ = asyncio.run(run([0.0], 8, sinks=[sink], settings=settings))
     assert dest == source and sink.most_in_flight == 4
+
+
+def test_extents_of_a_lost_stream_stay_in_flight_until_done_elsewhere() -> None:
+    async def main() -> tuple[set[int], set[int], bytes, bytearray]:
+        size = 4 * EXTENT
+        source = os.urandom(size)
+        dest = bytearray(size)
+        plan = make_plan(
+            0, size, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2)
+        )
+        dispatcher = Dispatcher(Queues(plan), 2)
+
+        def on_done(worker: StreamWorker, extent: Extent, _: bytes) -> None:
+            dispatcher.done(worker.stats.index, extent)
+
+        def worker(index: int, sink: Memory) -> StreamWorker:
+            settings = Settings(piece=EXTENT // 2, depth=1)
+            src = Memory(bytearray(source))
+            return StreamWorker(StreamStats(index, "p"), src, sink, dispatcher, settings, on_done)
+
+        dying = Memory(dest)
+        dying.fail_after = 1  # the second half of its first extent is lost
+        await worker(0, dying).run()
+        after_loss = dispatcher.in_flight()
+        await worker(1, Memory(dest)).run()
+        return after_loss, dispatcher.in_flight(), source, dest
+
+    after_loss, at_end, source, dest = asyncio.run(main())
+    assert 0 in after_loss  # half written: resending it sends bytes twice
+    assert at_end == set() and dest == source
