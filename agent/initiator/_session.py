@@ -143,6 +143,7 @@ class Session:
         self._recovering: asyncio.Task[None] | None = None
         self._nop_task: asyncio.Task[None] | None = None
         self.reinstatements = 0
+        self.reissued_bytes = 0  # write data sent again after a reinstatement
 
     # ------------------------------------------------------------ open / close
 
@@ -515,6 +516,8 @@ class Session:
         self.waiting.clear()
         for task in pending:
             if not task.future.done():
+                if task.cmdsn:  # it went out on the lost connection
+                    self.reissued_bytes += len(task.data_out)
                 self._submit(task)
 
     def _give_up(self, exc: BaseException) -> None:

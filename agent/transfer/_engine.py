@@ -48,6 +48,10 @@ from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
 
 DEFAULT_INITIATOR = "iqn.2026-11.org.reservoir:copy"
+COPY_RECOVERY = RecoveryPolicy(attempts=12, first_delay=0.05, max_delay=2.0)
+"""A copy's sessions keep logging in again for about 15 s after a lost connection,
+long enough for a destination agent to be restarted (a failed *path* is handled
+sooner, by the path monitor, which moves its extents to the other paths)."""
 TICK = 0.5
 
 
@@ -70,7 +74,7 @@ class CopyOptions:
     piece_size: int = 1 << 20
     depth: int = 8
     verify_retries: int = 3
-    recovery: RecoveryPolicy | None = None
+    recovery: RecoveryPolicy = COPY_RECOVERY
     on_session: Callable[[int, Session], None] | None = None  # test and telemetry seam
     telemetry: Path | None = None  # JSON lines: stream samples, path states, progress
     telemetry_interval: float = DEFAULT_INTERVAL
@@ -211,7 +215,7 @@ class Run:
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
         self.dispatcher = Dispatcher(Queues(plan, self.skipped), plan.streams)
         self.stats = [StreamStats(i, self._path_label(i)) for i in range(plan.streams)]
-        self.copied = self.resent = self.mismatches = 0
+        self.copied = self.resent = self.mismatches = self.reissued = 0
         self.started = time.monotonic()
         self.workers: dict[int, StreamWorker] = {}
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -287,6 +291,8 @@ class Run:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.checkpoint.in_flight = self.dispatcher.in_flight() | self.previously_in_flight
         self.checkpoint.save()
+        if self.telemetry is not None:
+            await self.telemetry.last_sample()
         await self._close(list(self.workers.values()))
         await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -453,6 +459,7 @@ class Run:
 
     async def _discard(self, worker: StreamWorker) -> None:
         """Closes a failed stream's channels without waiting on the dead path."""
+        self._count_reissued(worker)
         for channel in (worker.source, worker.dest):
             inner = channel.inner if isinstance(channel, CountingChannel) else channel
             if isinstance(inner, RemoteChannel) and inner.session.transport is not None:
@@ -502,8 +509,16 @@ class Run:
                 await worker.dest.flush()
                 return
 
+    def _count_reissued(self, worker: StreamWorker) -> None:
+        """Write data its sessions sent again after reinstating a lost connection."""
+        for channel in (worker.source, worker.dest):
+            inner = channel.inner if isinstance(channel, CountingChannel) else channel
+            if isinstance(inner, RemoteChannel):
+                self.reissued += inner.session.reissued_bytes
+
     async def _close(self, workers: list[StreamWorker]) -> None:
         for worker in workers:
+            self._count_reissued(worker)
             for channel in (worker.source, worker.dest):
                 with contextlib.suppress(InitiatorError, OSError, TimeoutError):
                     await channel.close()
@@ -530,7 +545,7 @@ class Run:
             copied_bytes=self.copied,
             skipped_extents=len(self.skipped),
             skipped_bytes=sum(self.plan.extent(i).length for i in self.skipped),
-            resent_bytes=self.resent + sent - self.copied,
+            resent_bytes=self.resent + sent - self.copied + self.reissued,
             mismatches=sum(s.retries for s in self.stats),
             checkpoint=str(self.checkpoint.path),
             streams=self.stats,

@@ -39,7 +39,8 @@ class CopySummary:
     copied_bytes: int  # extents completed by this run
     skipped_extents: int  # already done according to the checkpoint
     skipped_bytes: int
-    resent_bytes: int  # sent twice: in flight at the last checkpoint, or resent to verify
+    resent_bytes: int  # sent twice: in flight at the last checkpoint, resent to verify,
+    # or reissued by a session after its connection was lost
     mismatches: int
     checkpoint: str
     streams: list[StreamStats] = field(default_factory=list)

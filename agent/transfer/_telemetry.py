@@ -24,6 +24,7 @@ class Telemetry:
     def __init__(self, path: Path, interval: float = DEFAULT_INTERVAL) -> None:
         self.writer = JsonLinesWriter(path)
         self.sampler = StreamSampler(interval)
+        self._sampled_last = False
 
     def start(self) -> None:
         self.sampler.start(self._streams)
@@ -58,7 +59,14 @@ class Telemetry:
         if not self.writer.closed:
             self.writer.write([record])
 
+    async def last_sample(self) -> None:
+        """Stops the sampler after one last sample of every stream (call it while the
+        sessions are still open: a short copy may end before the first interval)."""
+        if not self._sampled_last:
+            self._sampled_last = True
+            await self.sampler.stop()
+            self._streams(self.sampler.sample_once())
+
     async def close(self) -> None:
-        await self.sampler.stop()
-        self._streams(self.sampler.sample_once())
+        await self.last_sample()
         self.writer.close()

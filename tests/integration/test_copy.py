@@ -7,6 +7,8 @@ import asyncio
 import hashlib
 import json
 import os
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,15 @@ import pytest
 
 from reservoir.agent.initiator import RecoveryPolicy, Session
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, cli, copy
-from reservoir.lab.peers import ReservoirTarget, Tgtd
+from reservoir.lab.peers import (
+    LOCALHOST,
+    ReservoirTarget,
+    Tgtd,
+    free_port,
+    reservoir_command,
+    stop_process,
+    wait_port,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -267,3 +277,37 @@ def test_cli_end_to_end(
     args = parser.parse_args(["copy", str(tmp_path / "nope"), ours.url(0)])
     assert args.func(args) == 1
     assert "reservoir copy: source" in capsys.readouterr().err
+
+
+def test_copy_rides_out_a_kill_and_restart_of_the_target(
+    tmp_path: Path, source: Path, lun: Path
+) -> None:
+    port = free_port()
+    iqn = "iqn.2026-11.org.reservoir:restart"
+    argv = [*reservoir_command(), "target", "serve", "--portal", f"{LOCALHOST}:{port}"]
+    argv += ["--iqn", iqn, "--lun", str(lun), "--nop-interval", "0"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    wait_port(LOCALHOST, port, proc=procs[0])
+    killed = threading.Event()
+
+    def restart() -> None:
+        procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def progress(p: Progress) -> None:
+        if p.extents_done >= 8 and not killed.is_set():
+            killed.set()
+            procs[0].kill()  # kill -9, with writes in flight
+            procs[0].wait()
+            threading.Timer(1.5, restart).start()
+
+    url = f"iscsi://{LOCALHOST}:{port}/{iqn}/0"
+    try:
+        opts = options(tmp_path, extent_size=1 << 20)
+        summary = asyncio.run(copy(str(source), url, opts, progress=progress))
+    finally:
+        for proc in procs:
+            stop_process(proc)
+    assert killed.is_set() and len(procs) == 2
+    assert summary.copied_bytes == SIZE and all(s.up for s in summary.streams)
+    assert summary.resent_bytes > 0  # the writes in flight at the kill, sent again
+    assert sha(lun) == sha(source)
