@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance bench fmt clean
+.PHONY: install test check demo conformance bench bench-lfn fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -25,6 +25,9 @@ conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, 
 
 bench: $(STAMP)     ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)
 	.venv/bin/python -m reservoir.lab.bench_copy
+
+bench-lfn: $(STAMP) ## reservoir copy on the emulated 2 x 500 Mbit/s, 100 ms LFN: iperf3, failover, MPTCP, kill
+	.venv/bin/python -m reservoir.lab.bench_lfn
 
 fmt: $(STAMP)
 	.venv/bin/ruff format reservoir agent lab tests

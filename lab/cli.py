@@ -2,9 +2,9 @@
 
 ::
 
-    reservoir lab up config/lab/two-links-100ms.toml
-    reservoir lab link config/lab/two-links-100ms.toml l1 down
-    reservoir lab down config/lab/two-links-100ms.toml
+    reservoir lab up config/lab/lfn-2x500m-100ms.toml
+    reservoir lab link config/lab/lfn-2x500m-100ms.toml l1 down
+    reservoir lab down config/lab/lfn-2x500m-100ms.toml
 
 ``up`` leaves the lab running and records what it created (namespaces, delay
 line PIDs) in a state file under ``/run/reservoir-lab/state/``, keyed by the

@@ -37,8 +37,8 @@ def errors_of(change: dict[str, Any], where: str = "link") -> str:
 
 
 def test_examples_parse() -> None:
-    two = load(CONFIG / "two-links-100ms.toml")
-    assert [h.name for h in two.hosts] == ["a", "b"]
+    two = load(CONFIG / "lfn-2x500m-100ms.toml")
+    assert [h.name for h in two.hosts] == ["src", "dst"]
     assert [(lk.name, lk.rate_mbit, lk.delay_ms) for lk in two.links] == [
         ("l1", 500, 50),
         ("l2", 500, 50),
