@@ -81,6 +81,7 @@ class CopyOptions:
     binds: list[str] = field(default_factory=list)  # LOCAL[/PREFIX], paired by SendTargets
     mptcp: bool = False  # MPTCP sockets (see cli.py for the ip mptcp setup)
     health: HealthConfig = DEFAULT_HEALTH  # path health (two paths or more)
+    outage_wait: float = 30.0  # every path failed: how long to wait for one to recover
 
 
 async def copy(
@@ -223,6 +224,7 @@ class Run:
         self.specs = {str(p): p for p in paths}
         self.telemetry: Telemetry | None = None
         self._reopening = 0
+        self._outage_since: float | None = None  # no stream running since
         self._wake: asyncio.Event | None = None
         self._background: set[asyncio.Task[None]] = set()
         opener = pinger or self._remote_pinger()
@@ -315,14 +317,31 @@ class Run:
                 self.dispatcher.fail(index)  # anything still held goes back (no-op if none)
                 if not task.cancelled() and (error := task.exception()) is not None:
                     raise error
-            if not self.tasks and (self._reopening == 0 or self._all_done()):
-                return
+            timeout: float | None = None
+            if self.tasks:
+                self._outage_since = None
+            elif self._reopening == 0 or self._all_done():
+                timeout = self._outage_left()
+                if timeout <= 0:
+                    return
             self._wake.clear()
             waiter = asyncio.create_task(self._wake.wait())
             try:
-                await asyncio.wait({*self.tasks.values(), waiter}, return_when="FIRST_COMPLETED")
+                await asyncio.wait(
+                    {*self.tasks.values(), waiter}, timeout=timeout, return_when="FIRST_COMPLETED"
+                )
             finally:
                 waiter.cancel()
+
+    def _outage_left(self) -> float:
+        """With every stream stopped because their paths failed (the destination agent
+        restarting, every link down): seconds left to wait for a path to recover."""
+        if self.monitor is None or self._all_done():
+            return 0.0
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        return max(0.0, self._outage_since + self.options.outage_wait - now)
 
     def _all_done(self) -> bool:
         return len(self.checkpoint.done) >= len(self.plan.extents)
@@ -501,7 +520,10 @@ class Run:
         missing = len(self.plan.extents) - len(self.checkpoint.done)
         if missing:
             errors = "; ".join(f"stream {s.index}: {s.error}" for s in self.stats if s.error)
-            raise CopyError(f"every stream failed with {missing} extents left ({errors})")
+            waited = ""
+            if self._outage_since is not None:
+                waited = f"; no path came back within {self.options.outage_wait:g} s"
+            raise CopyError(f"every stream failed with {missing} extents left{waited} ({errors})")
 
     async def _flush(self, workers: list[StreamWorker]) -> None:
         for worker in workers:

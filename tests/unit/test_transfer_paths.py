@@ -18,7 +18,7 @@ from reservoir.agent.transfer._endpoints import (
     PathSpec,
     pair_binds,
 )
-from reservoir.agent.transfer._engine import CopyOptions, Run
+from reservoir.agent.transfer._engine import CopyError, CopyOptions, Run
 from reservoir.agent.transfer._paths import Pinger
 from reservoir.agent.transfer._plan import ServerPair, make_plan
 from reservoir.agent.transfer._summary import CopySummary, format_summary
@@ -117,7 +117,10 @@ A, B = PathSpec("10.0.1.1", "10.0.1.2"), PathSpec("10.0.2.1", "10.0.2.2")
 
 
 async def run_copy(
-    tmp_path: Path, script: list[tuple[float, str, str]], delay: float = 0.02
+    tmp_path: Path,
+    script: list[tuple[float, str, str]],
+    delay: float = 0.02,
+    outage_wait: float = 30.0,
 ) -> tuple[CopySummary, dict[str, Link], bytearray, bytearray, FakeSide]:
     links = {str(A): Link(delay), str(B): Link(delay)}
     source = bytearray(os.urandom(SIZE))
@@ -126,6 +129,7 @@ async def run_copy(
     plan = make_plan(0, SIZE, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 4))
     options = CopyOptions(streams=4, extent_size=EXTENT, piece_size=32 << 10, depth=2)
     options.health = FAST
+    options.outage_wait = outage_wait
     options.telemetry = tmp_path / "telemetry.jsonl"
     checkpoint = ck.Checkpoint(tmp_path / "ck.json", ck.CopyKey("s", "d", 0, SIZE, EXTENT))
 
@@ -216,3 +220,18 @@ def test_bind_pairs_each_local_with_its_subnet() -> None:
     ]
     with pytest.raises(EndpointError, match=r"no portal on 192\.168\.7\.0/24"):
         pair_binds(["192.168.7.1"], portals)
+
+
+def test_every_path_down_then_back_completes(tmp_path: Path) -> None:
+    script = [(0.2, "cut", str(A)), (0.0, "cut", str(B))]
+    script += [(1.0, "restore", str(A)), (0.0, "restore", str(B))]
+    summary, _, source, dest, _ = asyncio.run(run_copy(tmp_path, script))
+    assert dest == source
+    assert states(summary, A)[:1] == states(summary, B)[:1] == ["failed"]
+    assert all(s.up for s in summary.streams)
+
+
+def test_every_path_down_for_good_gives_up_after_the_outage_wait(tmp_path: Path) -> None:
+    script = [(0.2, "cut", str(A)), (0.0, "cut", str(B))]
+    with pytest.raises(CopyError, match=r"no path came back within 0\.5 s"):
+        asyncio.run(run_copy(tmp_path, script, outage_wait=0.5))
