@@ -12,7 +12,10 @@ Every ``--path``/``--bind`` path is an RI2N endpoint watched by a
   never suspected for lack of work.
 - *heartbeats* are NOP-Out pings on one extra session per path every ``hbspan``; a
   ping that fails or times out drops that session, so the next heartbeat logs in on
-  a fresh one (on a failed path that login is the recovery probe).
+  a fresh one.  On a failed path that login is the recovery probe: a new one starts
+  every ``RETRY`` (0.25 s) while the earlier ones are still under way (each for up to
+  ``3 x hbspan``), so a SYN lost while the link was down is not waited for: the first
+  connection attempt after the link comes back gets through within ``RETRY``.
 
 The thresholds are scaled to the 10 Hz sampling: ``ft_hthresh`` 5 (another path
 completed pieces in 6 samples), ``slow_tout`` 1 s (the suspect completed nothing for a
@@ -37,6 +40,7 @@ DEFAULT_HEALTH = HealthConfig(
     ft_hthresh=5, ft_lthresh=1, slow_tout=1.0, hbspan=1.0, hbweight=3, hb_miss_limit=3
 )
 SAMPLE = 0.1
+RETRY = 0.25  # a new login on a failed path this often
 
 
 class Pinger(Protocol):
@@ -65,6 +69,7 @@ class _Watch:
     pinger: Pinger | None = None
     failed_progress: float = 0.0  # last progress before the failure
     real: int = 0  # bytes of completed commands at the last sample
+    logins: set[asyncio.Future[Pinger]] = field(default_factory=set)  # under way
 
 
 class Actions(Protocol):
@@ -123,6 +128,7 @@ class PathMonitor:
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         self._tasks = []
         for w in self.watch.values():
+            await self._drop_logins(w)
             if w.pinger is not None:
                 await _close_quietly(w.pinger)
                 w.pinger = None
@@ -159,7 +165,7 @@ class PathMonitor:
         ok = True
         try:
             if w.pinger is None:
-                w.pinger = await asyncio.wait_for(self.opener(path), timeout)
+                w.pinger = await self._login(path, w)
             await w.pinger.ping(timeout)
         except Exception:  # any failure is a missed heartbeat
             ok = False
@@ -174,7 +180,39 @@ class PathMonitor:
         while True:
             started = self.clock()
             await self.heartbeat_once(path)
-            await asyncio.sleep(max(0.0, self.config.hbspan - (self.clock() - started)))
+            probing = (
+                self.health.state(path) is PathState.FAILED and self.watch[path].pinger is None
+            )
+            interval = RETRY if probing else self.config.hbspan
+            await asyncio.sleep(max(0.0, interval - (self.clock() - started)))
+
+    async def _login(self, path: str, w: _Watch) -> Pinger:
+        """A heartbeat session on ``path``.  Starts a login and waits for it (``hbspan``,
+        or ``RETRY`` on a failed path, whose earlier logins keep going meanwhile)."""
+        hbspan = self.config.hbspan
+        w.logins.add(asyncio.ensure_future(asyncio.wait_for(self.opener(path), 3 * hbspan)))
+        failed = self.health.state(path) is PathState.FAILED
+        done, _ = await asyncio.wait(
+            w.logins, timeout=RETRY if failed else hbspan, return_when=asyncio.FIRST_COMPLETED
+        )
+        w.logins -= done
+        opened = [t.result() for t in done if not t.cancelled() and t.exception() is None]
+        for extra in opened[1:]:
+            self._spawn(_close_quietly(extra))
+        if opened:
+            await self._drop_logins(w)  # the path answers: the other attempts are moot
+            return opened[0]
+        if not failed:
+            await self._drop_logins(w)
+        raise TimeoutError(f"no login on {path}")
+
+    async def _drop_logins(self, w: _Watch) -> None:
+        logins, w.logins = w.logins, set()
+        for login in logins:
+            login.cancel()
+        for result in await asyncio.gather(*logins, return_exceptions=True):
+            if not isinstance(result, BaseException):
+                self._spawn(_close_quietly(result))
 
     # ------------------------------------------------------------ events
 
