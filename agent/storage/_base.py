@@ -198,3 +198,8 @@ class Engine:
 
     def _fallocate(self, h: Handle, mode: int, offset: int, length: int) -> Awaitable[None]:
         raise NotImplementedError
+
+    def _writeback(self, h: Handle, offset: int, length: int) -> Awaitable[None]:
+        """Starts writeback of the range's dirty pages (sync_file_range WRITE), not
+        waiting for it."""
+        raise NotImplementedError

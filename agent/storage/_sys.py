@@ -57,6 +57,19 @@ def fallocate(fd: int, mode: int, offset: int, length: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+SYNC_FILE_RANGE_WRITE = 2  # start writeback of the range's dirty pages, do not wait
+_sync_file_range = _libc.sync_file_range
+_sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+_sync_file_range.restype = ctypes.c_int
+
+
+def sync_file_range(fd: int, offset: int, length: int, flags: int) -> None:
+    """sync_file_range(2); raises OSError."""
+    if _sync_file_range(fd, offset, length, flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 def blk_range_ioctl(fd: int, request: int, offset: int, length: int) -> None:
     """BLKDISCARD / BLKZEROOUT on [offset, offset + length)."""
     fcntl.ioctl(fd, request, struct.pack("=QQ", offset, length))

@@ -50,3 +50,7 @@ class ThreadEngine(Engine):
 
     def _fallocate(self, h: Handle, mode: int, offset: int, length: int) -> Awaitable[None]:
         return self._call_fd(h, _sys.fallocate, mode, offset, length)
+
+    def _writeback(self, h: Handle, offset: int, length: int) -> Awaitable[None]:
+        flags = _sys.SYNC_FILE_RANGE_WRITE
+        return self._call_fd(h, _sys.sync_file_range, offset, length, flags)

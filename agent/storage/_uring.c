@@ -20,6 +20,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
 #include <stdint.h>
 #include <string.h>
@@ -530,6 +531,35 @@ Ring_fallocate(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+Ring_sync_file_range(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned long long offset;
+    long long length;
+    unsigned idx;
+    int fd, flags;
+
+    if (check_nargs(nargs, 5, 5, "sync_file_range") < 0)
+        return NULL;
+    if (parse_fd_offset(args, &fd, &offset) < 0)
+        return NULL;
+    length = PyLong_AsLongLong(args[2]);
+    if (length == -1 && PyErr_Occurred())
+        return NULL;
+    if (length < 0 || length > UINT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "sync_file_range: length out of range");
+        return NULL;
+    }
+    if (as_int(args[3], &flags) < 0)
+        return NULL;
+    if (claim(self, &idx, &sqe) < 0)
+        return NULL;
+    io_uring_prep_sync_file_range(sqe, fd, (unsigned)length, (off_t)offset, flags);
+    fill_slot(self, sqe, idx, OP_OTHER, args[4]);
+    Py_RETURN_NONE;
+}
+
 /* -------------------------------------------------------- submit and reap */
 
 static PyObject *
@@ -635,6 +665,8 @@ static PyMethodDef Ring_methods[] = {
      "fsync(fd, user, datasync=True): queue an fsync/fdatasync."},
     {"fallocate", (PyCFunction)(void (*)(void))Ring_fallocate, METH_FASTCALL,
      "fallocate(mode, fd, offset, length, user): queue an fallocate."},
+    {"sync_file_range", (PyCFunction)(void (*)(void))Ring_sync_file_range, METH_FASTCALL,
+     "sync_file_range(fd, offset, length, flags, user): queue a sync_file_range."},
     {"submit", (PyCFunction)Ring_submit, METH_NOARGS, "Submit queued requests."},
     {"reap", (PyCFunction)Ring_reap, METH_NOARGS,
      "Clear the eventfd and return [(user, res, data)] for every completion."},

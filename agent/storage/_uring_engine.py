@@ -30,7 +30,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable
 
-from . import _uring
+from . import _sys, _uring
 from ._base import Engine, Handle
 
 BUF_SIZE = 128 * 1024
@@ -261,6 +261,16 @@ class _SyncOp(_Op):
         self.req.part_failed(exc)
 
 
+class _WritebackOp(_SyncOp):
+    """sync_file_range(SYNC_FILE_RANGE_WRITE) of ``offset``, ``length``."""
+
+    __slots__ = ()
+
+    def prep(self, ring: _uring.Ring[_Op]) -> None:
+        flags = _sys.SYNC_FILE_RANGE_WRITE
+        ring.sync_file_range(self.req.h.fd, self.offset, self.length, flags, self)
+
+
 class UringEngine(Engine):
     """io_uring backend.
 
@@ -427,4 +437,9 @@ class UringEngine(Engine):
     def _fallocate(self, h: Handle, mode: int, offset: int, length: int) -> Awaitable[None]:
         req = self._new_req(h, 1)
         self._submit(_SyncOp(req, mode, offset, length))
+        return req.fut
+
+    def _writeback(self, h: Handle, offset: int, length: int) -> Awaitable[None]:
+        req = self._new_req(h, 1)
+        self._submit(_WritebackOp(req, None, offset, length))
         return req.fut

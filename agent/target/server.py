@@ -116,6 +116,7 @@ class TargetServer:
             volume = await storage.open_volume(
                 lun.path, read_only=lun.read_only, engine=self.engine, direct=lun.direct
             )
+            volume.writeback = True  # initiators write at network speed: keep the disk busy
             self._volumes.append(volume)
             units[lun.id] = scsi.LogicalUnit(
                 volume,

@@ -23,6 +23,7 @@ from reservoir.agent.storage import (
     open_volume,
 )
 from reservoir.agent.storage import _engine as engine_mod
+from reservoir.agent.storage._base import Handle
 
 T = TypeVar("T")
 MiB = 1 << 20
@@ -224,6 +225,31 @@ def test_readinto_finishes_what_the_page_cache_filled_in_part(
         assert calls == ([] if vol.direct else [os.RWF_NOWAIT])  # O_DIRECT skips the cache
 
     with_volume(path, engine, body)
+
+
+def test_writeback_is_started_for_each_write_of_a_buffered_volume(
+    tmp_path: Path, engine: Engine
+) -> None:
+    path = tmp_path / "vol.img"
+    make_file(path, 4 * MiB)
+    started: list[tuple[int, int]] = []
+    real = engine._writeback
+
+    def record(h: Handle, offset: int, length: int) -> Awaitable[None]:
+        started.append((offset, length))
+        return real(h, offset, length)
+
+    async def body(vol: Volume) -> None:
+        vol.writeback = True
+        await vol.write(4096, b"x" * 8192)
+        await asyncio.sleep(0.05)  # the writeback completes on its own
+        vol.writeback = False
+        await vol.write(0, b"y" * 512)
+        assert await vol.read(4096, 8192) == b"x" * 8192
+        assert started == ([] if vol.direct else [(4096, 8192)])
+
+    engine._writeback = record  # type: ignore[method-assign]
+    with_volume(path, engine, body, direct=False)
 
 
 def test_unaligned_and_mixed_requests(tmp_path: Path, engine: Engine) -> None:

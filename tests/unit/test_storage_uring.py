@@ -80,7 +80,12 @@ def test_ring_read_write(data_file: tuple[int, bytes]) -> None:
     assert wait_all(ring, 1) == [("w", 5, None)]
     ring.fsync(fd, "sync")
     ring.fallocate(0, fd, 0, 4096, "falloc")
-    assert sorted(wait_all(ring, 2)) == [("falloc", 0, None), ("sync", 0, None)]
+    ring.sync_file_range(fd, 0, 4096, 2, "writeback")  # SYNC_FILE_RANGE_WRITE
+    assert sorted(wait_all(ring, 3)) == [
+        ("falloc", 0, None),
+        ("sync", 0, None),
+        ("writeback", 0, None),
+    ]
     ring.read(fd, 0, 5, "again")
     assert ring.close() == [("again", 5, b"hello")]
 
@@ -90,7 +95,12 @@ def test_ring_errors_are_completions(data_file: tuple[int, bytes]) -> None:
     ring: _uring.Ring[str] = _uring.Ring(4, 4096)
     ring.read(-1, 0, 10, "badfd")
     ring.read(fd, 2 * MiB, 10, "eof")
-    assert sorted(wait_all(ring, 2)) == [("badfd", -errno.EBADF, None), ("eof", 0, None)]
+    ring.sync_file_range(fd, 0, 4096, 0xFF, "badflags")
+    assert sorted(wait_all(ring, 3)) == [
+        ("badfd", -errno.EBADF, None),
+        ("badflags", -errno.EINVAL, None),
+        ("eof", 0, None),
+    ]
     ring.close()
 
 
@@ -105,6 +115,8 @@ def test_ring_argument_checks(data_file: tuple[int, bytes]) -> None:
         ring.read(fd, 0, 10, "short dest", bytearray(5))
     with pytest.raises(ValueError):
         ring.write(fd, 0, bytes(4097), "too long")
+    with pytest.raises(ValueError):
+        ring.sync_file_range(fd, 0, -1, 2, "negative length")
     with pytest.raises(TypeError):
         ring.read(fd, 0)  # type: ignore[call-arg]
     with pytest.raises(BufferError):
