@@ -8,6 +8,7 @@ one open volume.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import stat
@@ -225,8 +226,9 @@ class RemoteSide:
 
     async def probe(self) -> None:
         async with await self._open(None) as session:
-            blocks, self.block_size = await session.capacity(self.where.lun)
-            self.hashes = await supports_hash_range(session, self.where.lun)
+            (blocks, self.block_size), self.hashes = await asyncio.gather(
+                session.capacity(self.where.lun), supports_hash_range(session, self.where.lun)
+            )
         self.size = blocks * self.block_size
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:

@@ -121,6 +121,11 @@ async def copy(
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
 
 
+async def _close_quietly(channel: Channel) -> None:
+    with contextlib.suppress(InitiatorError, OSError, TimeoutError):
+        await channel.close()
+
+
 def _remote_of(source: str, dest: str) -> RemoteLun:
     for text in (dest, source):
         where = parse_location(text)
@@ -539,11 +544,12 @@ class Run:
                 self.reissued += inner.session.reissued_bytes
 
     async def _close(self, workers: list[StreamWorker]) -> None:
+        """Closes every stream's channels at once (a logout costs a round trip each)."""
         for worker in workers:
             self._count_reissued(worker)
-            for channel in (worker.source, worker.dest):
-                with contextlib.suppress(InitiatorError, OSError, TimeoutError):
-                    await channel.close()
+        await asyncio.gather(
+            *(_close_quietly(c) for worker in workers for c in (worker.source, worker.dest))
+        )
 
     def _verified_by(self) -> str:
         if not self.options.verify:
