@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAX_ENTRIES 4096u
@@ -712,8 +713,48 @@ probe(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* One copy from the page cache straight into a new bytes object, or None when the
+ * cache does not hold the whole range (preadv2 with RWF_NOWAIT never blocks).  The
+ * GIL is released around the copy, which can take a while for a large read. */
+static PyObject *
+pread_nowait(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    unsigned long long offset;
+    Py_ssize_t length;
+    PyObject *bytes;
+    struct iovec iov;
+    ssize_t got;
+    int fd;
+
+    if (check_nargs(nargs, 3, 3, "pread_nowait") < 0 || parse_fd_offset(args, &fd, &offset) < 0)
+        return NULL;
+    length = PyLong_AsSsize_t(args[2]);
+    if (length == -1 && PyErr_Occurred())
+        return NULL;
+    if (length <= 0) {
+        PyErr_SetString(PyExc_ValueError, "pread_nowait: length must be positive");
+        return NULL;
+    }
+    bytes = PyBytes_FromStringAndSize(NULL, length);
+    if (bytes == NULL)
+        return NULL;
+    iov.iov_base = PyBytes_AS_STRING(bytes);
+    iov.iov_len = (size_t)length;
+    Py_BEGIN_ALLOW_THREADS
+    got = preadv2(fd, &iov, 1, (off_t)offset, RWF_NOWAIT);
+    Py_END_ALLOW_THREADS
+    if (got == length)
+        return bytes;
+    Py_DECREF(bytes);
+    if (got >= 0 || errno == EAGAIN)
+        Py_RETURN_NONE;
+    return raise_errno(errno, "preadv2");
+}
+
 static PyMethodDef module_methods[] = {
     {"probe", probe, METH_NOARGS, "Raise OSError unless io_uring works here."},
+    {"pread_nowait", (PyCFunction)(void (*)(void))pread_nowait, METH_FASTCALL,
+     "pread_nowait(fd, offset, length): the bytes if the page cache holds them all, else None."},
     {NULL, NULL, 0, NULL},
 };
 

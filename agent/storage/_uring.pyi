@@ -6,6 +6,9 @@ from typing_extensions import Buffer
 
 _U = TypeVar("_U")
 
+def pread_nowait(fd: int, offset: int, length: int, /) -> bytes | None:
+    """The bytes if the page cache holds the whole range (preadv2 RWF_NOWAIT), else None."""
+
 def probe() -> None:
     """Raise OSError unless io_uring_queue_init works here."""
 

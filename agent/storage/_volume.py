@@ -6,6 +6,7 @@ import asyncio
 import errno
 import os
 import weakref
+from collections.abc import Callable
 from types import TracebackType
 
 from . import _sys
@@ -19,6 +20,28 @@ NOWAIT_BACKOFF_MAX = 64
 _ZEROS = memoryview(bytes(ZERO_CHUNK))
 # errnos meaning "this device or filesystem cannot do that"
 _UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS})
+
+
+def _pread_nowait_py(fd: int, offset: int, length: int) -> bytes | None:
+    """The bytes if the page cache holds the whole range, else None: into a bytearray
+    with preadv2(RWF_NOWAIT), then a copy to bytes (the C extension copies once)."""
+    buf = bytearray(length)
+    try:
+        got = os.preadv(fd, [buf], offset, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return None
+    return bytes(buf) if got == length else None
+
+
+def _cached_reader() -> Callable[[int, int, int], bytes | None]:
+    try:
+        from ._uring import pread_nowait
+    except ImportError:  # the extension is not built here
+        return _pread_nowait_py
+    return pread_nowait
+
+
+_pread_cached = _cached_reader()
 
 
 def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
@@ -152,16 +175,12 @@ class Volume:
         return None
 
     def _read_cached(self, offset: int, length: int) -> bytes | None:
-        buf = bytearray(length)
         try:
-            got = os.preadv(self._h.fd, [buf], offset, os.RWF_NOWAIT)
-        except BlockingIOError:
-            return None
+            return _pread_cached(self._h.fd, offset, length)
         except OSError as exc:
             if exc.errno in _UNSUPPORTED or exc.errno == errno.EINVAL:
                 self._nowait = False  # this file system or device cannot: stop trying
             return None
-        return bytes(buf) if got == length else None
 
     def _readinto_cached(self, offset: int, view: memoryview) -> int:
         """How many bytes of ``view`` the page cache filled at once (preadv2 with

@@ -21,6 +21,7 @@ if engine_mod.uring_unavailable() is not None:
 
 from reservoir.agent.storage import _uring
 from reservoir.agent.storage._uring_engine import UringEngine
+from reservoir.agent.storage._volume import _pread_nowait_py
 
 MiB = 1 << 20
 
@@ -284,3 +285,23 @@ def test_runtime_refusal_selects_threads(monkeypatch: pytest.MonkeyPatch) -> Non
         monkeypatch.undo()
         engine_mod.uring_unavailable.cache_clear()
     assert engine_mod.available_backends() == ["io_uring", "threads"]
+
+
+def test_pread_nowait_copies_a_cached_range_once_or_says_none(
+    data_file: tuple[int, bytes],
+) -> None:
+    fd, content = data_file
+    os.pread(fd, len(content), 0)  # in the page cache now
+    got = _uring.pread_nowait(fd, 4096, 65536)
+    assert type(got) is bytes and got == content[4096 : 4096 + 65536]
+    assert _uring.pread_nowait(fd, len(content) - 10, 100) is None  # short: past the end
+    assert _pread_nowait_py(fd, 4096, 65536) == got  # the fallback agrees
+
+
+def test_pread_nowait_errors(data_file: tuple[int, bytes]) -> None:
+    fd, _ = data_file
+    with pytest.raises(OSError) as caught:
+        _uring.pread_nowait(-1, 0, 10)
+    assert caught.value.errno == errno.EBADF
+    with pytest.raises(ValueError):
+        _uring.pread_nowait(fd, 0, 0)
