@@ -36,9 +36,12 @@ class CopyKey:
     offset: int
     length: int
     extent_size: int
+    stripe_unit: int = 0  # several destinations: the level-1 stripe unit
 
     def digest(self) -> str:
         text = f"{self.source}\n{self.dest}\n{self.offset}:{self.length}"
+        if self.stripe_unit:
+            text += f"\n{self.stripe_unit}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -77,6 +80,7 @@ class Checkpoint:
             "offset": self.key.offset,
             "length": self.key.length,
             "extent_size": self.key.extent_size,
+            "stripe_unit": self.key.stripe_unit,
             "done": {str(i): d.hex() for i, d in sorted(self.done.items())},
             "in_flight": sorted(self.in_flight),
         }
@@ -87,7 +91,12 @@ def load(path: Path, key: CopyKey) -> Checkpoint:
     try:
         data = json.loads(path.read_text())
         found = CopyKey(
-            data["source"], data["dest"], data["offset"], data["length"], data["extent_size"]
+            data["source"],
+            data["dest"],
+            data["offset"],
+            data["length"],
+            data["extent_size"],
+            data.get("stripe_unit", 0),
         )
         done = {int(i): bytes.fromhex(d) for i, d in data["done"].items()}
         in_flight = {int(i) for i in data.get("in_flight", [])}
@@ -99,7 +108,7 @@ def load(path: Path, key: CopyKey) -> Checkpoint:
 
 
 def _diff(found: CopyKey, wanted: CopyKey) -> str:
-    names = ("source", "dest", "offset", "length", "extent_size")
+    names = ("source", "dest", "offset", "length", "extent_size", "stripe_unit")
     parts = [
         f"{n} {getattr(found, n)!r} (not {getattr(wanted, n)!r})"
         for n in names

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +34,14 @@ from reservoir.agent.transfer._endpoints import (
     resolve_binds,
 )
 from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
-from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE, Extent, Plan, Queues, ServerPair
+from reservoir.agent.transfer._plan import (
+    DEFAULT_EXTENT_SIZE,
+    Extent,
+    Plan,
+    Queues,
+    ServerPair,
+    member_ends,
+)
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
 from reservoir.agent.transfer._stream import (
@@ -82,18 +89,28 @@ class CopyOptions:
     mptcp: bool = False  # MPTCP sockets (see cli.py for the ip mptcp setup)
     health: HealthConfig = DEFAULT_HEALTH  # path health (two paths or more)
     outage_wait: float = 30.0  # every path failed: how long to wait for one to recover
+    stripe_unit: int = DEFAULT_EXTENT_SIZE  # several destinations: the level-1 stripe unit
 
 
 async def copy(
     source: str,
-    dest: str,
+    dest: str | Sequence[str],
     options: CopyOptions,
     *,
     progress: Callable[[Progress], None] | None = None,
 ) -> CopySummary:
-    """Copies ``source`` to ``dest``; raises :class:`CopyError`."""
+    """Copies ``source`` to ``dest``, or striped over several destinations (a volume
+    set, ``options.stripe_unit`` bytes a unit); raises :class:`CopyError`."""
+    dests = [dest] if isinstance(dest, str) else list(dest)
     if options.streams < 1:
         raise CopyError("--streams must be at least 1")
+    if not dests:
+        raise CopyError("no destination")
+    if len(dests) > 1 and (options.paths or options.binds):
+        raise CopyError(
+            "--path and --bind name the portals of one destination server; "
+            "with several destinations each is reached at its own URL"
+        )
     if options.mutual_chap is not None and options.chap is None:
         raise CopyError("mutual CHAP needs the initiator's CHAP credentials too (--chap)")
     login = Login(
@@ -107,11 +124,11 @@ async def copy(
     try:
         paths = [parse_path(p) for p in options.paths]
         if options.binds:
-            paths += await resolve_binds(options.binds, _remote_of(source, dest), login)
+            paths += await resolve_binds(options.binds, _remote_of(source, dests[0]), login)
         src = await open_source(source, login)
         try:
             return await _copy_from(
-                src, source, dest, options=options, login=login, paths=paths, progress=progress
+                src, source, dests, options=options, login=login, paths=paths, progress=progress
             )
         finally:
             await src.close()
@@ -137,7 +154,7 @@ def _remote_of(source: str, dest: str) -> RemoteLun:
 async def _copy_from(
     src: Side,
     source: str,
-    dest: str,
+    dests: list[str],
     *,
     options: CopyOptions,
     login: Login,
@@ -145,24 +162,30 @@ async def _copy_from(
     progress: Callable[[Progress], None] | None,
 ) -> CopySummary:
     offset, length = _resolve_range(src, options.range)
-    dst = await open_dest(dest, login, offset + length)
+    unit = options.stripe_unit if len(dests) > 1 else 0
+    needs = member_ends(offset, length, unit, len(dests)) if unit > 0 else [offset + length]
+    dsts: list[Side] = []
     try:
-        _check_fits(src, dst, offset, length)
-        block = max(src.block_size, dst.block_size)
+        for text, need in zip(dests, needs, strict=True):
+            dsts.append(await open_dest(text, login, need))
+        for dst, need in zip(dsts, needs, strict=True):
+            _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
         plan = _make_plan(
             offset,
             length,
             extent_size=options.extent_size,
-            block_size=block,
-            pair=ServerPair(source, dest, options.streams),
+            block_size=max(src.block_size, *(d.block_size for d in dsts)),
+            pairs=tuple(ServerPair(source, d, options.streams) for d in dests),
+            stripe_unit=unit,
         )
-        checkpoint = _checkpoint(source, dest, plan, options)
+        checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
         run = Run(
-            plan, src, dst, paths=paths, options=options, checkpoint=checkpoint, progress=progress
+            plan, src, dsts, paths=paths, options=options, checkpoint=checkpoint, progress=progress
         )
         return await run.execute()
     finally:
-        await dst.close()
+        for dst in dsts:
+            await dst.close()
 
 
 def _resolve_range(src: Side, wanted: tuple[int, int] | None) -> tuple[int, int]:
@@ -178,14 +201,20 @@ def _resolve_range(src: Side, wanted: tuple[int, int] | None) -> tuple[int, int]
     return offset, length
 
 
-def _check_fits(src: Side, dst: Side, offset: int, length: int) -> None:
-    if dst.size < offset + length:
-        what = f"{mib(length)} source" if offset == 0 else f"end of the range ({offset + length})"
-        raise CopyError(f"{dst.label} is {mib(dst.size)}, smaller than the {what}")
+def _check_fits(dst: Side, need: int, offset: int, length: int, *, striped: bool) -> None:
+    if dst.size >= need:
+        return
+    if striped:
+        what = f"{mib(need)} its stripe units reach"
+    elif offset == 0:
+        what = f"{mib(length)} source"
+    else:
+        what = f"end of the range ({offset + length})"
+    raise CopyError(f"{dst.label} is {mib(dst.size)}, smaller than the {what}")
 
 
 def _checkpoint(source: str, dest: str, plan: Plan, options: CopyOptions) -> ck.Checkpoint:
-    key = ck.CopyKey(source, dest, plan.offset, plan.length, plan.extent_size)
+    key = ck.CopyKey(source, dest, plan.offset, plan.length, plan.extent_size, plan.stripe_unit)
     path = options.checkpoint or ck.default_path(key)
     if options.resume and path.exists():
         return ck.load(path, key)
@@ -207,7 +236,7 @@ class Run:
         self,
         plan: Plan,
         src: Side,
-        dst: Side,
+        dst: Side | Sequence[Side],
         *,
         paths: list[PathSpec],
         options: CopyOptions,
@@ -215,7 +244,8 @@ class Run:
         progress: Callable[[Progress], None] | None,
         pinger: Callable[[PathSpec], Awaitable[Pinger]] | None = None,
     ) -> None:
-        self.plan, self.src, self.dst, self.paths = plan, src, dst, paths
+        self.dsts = list(dst) if isinstance(dst, Sequence) else [dst]  # one per server pair
+        self.plan, self.src, self.dst, self.paths = plan, src, self.dsts[0], paths
         self.options, self.checkpoint, self.progress = options, checkpoint, progress
         self.previously_in_flight = set(checkpoint.in_flight)
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
@@ -254,8 +284,13 @@ class Run:
         path = self._path(stream)
         if path is not None:
             return str(path)
-        remote = self.dst if isinstance(self.dst, RemoteSide) else self.src
+        dst = self._dst_of(stream)
+        remote = dst if isinstance(dst, RemoteSide) else self.src
         return str(remote.where) if isinstance(remote, RemoteSide) else "local"
+
+    def _dst_of(self, stream: int) -> Side:
+        """The destination of the stream's server pair."""
+        return self.dsts[self.plan.pair_of(stream)]
 
     def _streams_of(self, label: str) -> list[int]:
         return [s.index for s in self.stats if s.path == label]
@@ -369,16 +404,16 @@ class Run:
         return workers
 
     async def _open_stream(self, index: int) -> StreamWorker:
-        path = self._path(index)
-        src_path = path if self.src.remote and not self._dst_remote() else None
+        path, dst = self._path(index), self._dst_of(index)
+        src_path = path if self.src.remote and not dst.remote else None
         source = await self.src.channel(index, src_path)
         try:
-            dest = await self.dst.channel(index, path if self._dst_remote() else None)
+            dest = await dst.channel(index, path if dst.remote else None)
         except BaseException:
             await source.close()
             raise
         label = self.stats[index].path
-        net = dest if self._dst_remote() else source
+        net = dest if dst.remote else source
         if self.telemetry is not None and isinstance(net, RemoteChannel):
             self.telemetry.stream(index, label, net.session)
         if path is not None:
@@ -531,10 +566,13 @@ class Run:
             raise CopyError(f"every stream failed with {missing} extents left{waited} ({errors})")
 
     async def _flush(self, workers: list[StreamWorker]) -> None:
+        """SYNCHRONIZE CACHE on every destination, through a live stream of its pair."""
+        flushed: set[int] = set()
         for worker in workers:
-            if worker.stats.up:
+            pair = self.plan.pair_of(worker.stats.index)
+            if worker.stats.up and pair not in flushed:
+                flushed.add(pair)
                 await worker.dest.flush()
-                return
 
     def _count_reissued(self, worker: StreamWorker) -> None:
         """Write data its sessions sent again after reinstating a lost connection."""
@@ -554,8 +592,10 @@ class Run:
     def _verified_by(self) -> str:
         if not self.options.verify:
             return ""
-        hashes = isinstance(self.dst, RemoteSide) and self.dst.hashes
-        return "destination" if hashes else "read-back"
+        hashes = {isinstance(d, RemoteSide) and d.hashes for d in self.dsts}
+        if hashes == {True}:
+            return "destination"
+        return "read-back" if hashes == {False} else "destination and read-back"
 
     def _summary(self) -> CopySummary:
         digests = [self.checkpoint.done[e.id] for e in self.plan.extents]

@@ -84,8 +84,9 @@ class Dispatcher:
             if extent is not None:
                 self.held[stream].add(extent)
                 return extent
-            if not any(self.held):
-                return None
+            plan = self.queues.plan
+            if not any(self.held[i] for i in plan.streams_of(plan.pair_of(stream))):
+                return None  # nothing left, and nothing of this pair can come back
             self._changed.clear()
             await self._changed.wait()
 
@@ -180,21 +181,25 @@ class StreamWorker:
 
     async def _verified(self, extent: Extent, want: bytes) -> bool:
         """The destination's digest of the extent (read back where it cannot hash)."""
-        theirs = await self.dest.digest(extent.offset, extent.length)
+        theirs = await self.dest.digest(extent.dest_offset, extent.length)
         if theirs is None:
             assert self._window is not None
-            back = await self._read(self.dest, extent, self._window)
+            back = await self._read(self.dest, extent, self._window, extent.dest_offset)
             theirs = digest(back)
             self._give_back(back)
         return theirs == want
 
-    async def _read(self, channel: Channel, extent: Extent, limit: asyncio.Semaphore) -> bytearray:
+    async def _read(
+        self, channel: Channel, extent: Extent, limit: asyncio.Semaphore, at: int | None = None
+    ) -> bytearray:
+        """The extent read from ``channel`` at ``at`` (the source offset by default)."""
         buf = self._buffer(extent.length)
         view = memoryview(buf)
+        base = extent.offset if at is None else at
 
         async def piece(offset: int, length: int) -> None:
             start = offset - extent.offset
-            await channel.readinto(offset, view[start : start + length])
+            await channel.readinto(base + start, view[start : start + length])
 
         try:
             await self._pieces(extent, piece, limit)
@@ -219,7 +224,7 @@ class StreamWorker:
 
         async def piece(offset: int, length: int) -> None:
             start = offset - extent.offset
-            await self.dest.write(offset, view[start : start + length])
+            await self.dest.write(extent.dest_offset + start, view[start : start + length])
 
         assert self._window is not None
         await self._pieces(extent, piece, self._window)

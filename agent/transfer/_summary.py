@@ -94,7 +94,11 @@ def format_summary(s: CopySummary) -> str:
                 f"path {r.path}: failover window {window} (detected after "
                 f"{r.detected_after} s), {r.moved_extents} extents moved to other paths"
             )
-    how = {"destination": " by the destination", "read-back": " by reading back"}
+    how = {
+        "destination": " by the destination",
+        "read-back": " by reading back",
+        "destination and read-back": " by the destinations that hash, by reading back elsewhere",
+    }
     verify = (
         f"verified{how.get(s.verified_by, '')}, {s.mismatches} mismatches resent"
         if s.verified

@@ -34,9 +34,25 @@ Sub = Any  # argparse's _SubParsersAction is private
 def register(sub: Sub) -> None:
     p = sub.add_parser("copy", help="copy a volume over parallel iSCSI streams")
     p.add_argument("source", metavar="SOURCE", help="local path or iscsi://HOST[:PORT]/IQN/LUN")
-    p.add_argument("dest", metavar="DEST", help="iscsi://HOST[:PORT]/IQN/LUN or local path")
-    p.add_argument("--streams", type=int, default=4, help="parallel streams (default 4)")
+    p.add_argument(
+        "dest",
+        metavar="DEST",
+        nargs="+",
+        help="iscsi://HOST[:PORT]/IQN/LUN or local path; several: a volume set the source is "
+        "striped over (one server pair each)",
+    )
+    p.add_argument(
+        "--streams", type=int, default=4, help="parallel streams per destination (default 4)"
+    )
     p.add_argument("--extent-size", type=int, default=DEFAULT_EXTENT_SIZE, metavar="BYTES")
+    p.add_argument(
+        "--stripe-unit",
+        type=int,
+        default=DEFAULT_EXTENT_SIZE,
+        metavar="BYTES",
+        help="with several destinations: bytes of the source per destination in turn "
+        f"(default {DEFAULT_EXTENT_SIZE >> 20} MiB)",
+    )
     p.add_argument(
         "--path",
         action="append",
@@ -81,6 +97,7 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
     return CopyOptions(
         streams=args.streams,
         extent_size=args.extent_size,
+        stripe_unit=args.stripe_unit,
         paths=list(args.path),
         resume=args.resume,
         verify=not args.no_verify,

@@ -311,3 +311,25 @@ def test_copy_rides_out_a_kill_and_restart_of_the_target(
     assert summary.copied_bytes == SIZE and all(s.up for s in summary.streams)
     assert summary.resent_bytes > 0  # the writes in flight at the kill, sent again
     assert sha(lun) == sha(source)
+
+
+def test_copy_striped_over_two_targets(tmp_path: Path, source: Path) -> None:
+    unit = 1 << 20
+    luns = [blank(tmp_path / f"member{m}.img", SIZE // 2) for m in range(2)]
+    with ReservoirTarget([luns[0]]) as first, ReservoirTarget([luns[1]]) as second:
+        opts = options(tmp_path, streams=2, stripe_unit=unit, extent_size=4 << 20)
+        summary = asyncio.run(copy(str(source), [first.url(0), second.url(0)], opts))
+    assert summary.copied_bytes == SIZE and summary.verified_by == "destination"
+    assert {s.path for s in summary.streams} == {first.url(0), second.url(0)}
+    data = source.read_bytes()
+    stripes = [data[i : i + unit] for i in range(0, SIZE, unit)]
+    assert luns[0].read_bytes() == b"".join(stripes[0::2])
+    assert luns[1].read_bytes() == b"".join(stripes[1::2])
+
+
+def test_striped_copy_refuses_a_too_small_member(tmp_path: Path, source: Path) -> None:
+    luns = [blank(tmp_path / "big.img", SIZE), blank(tmp_path / "small.img", SIZE // 4)]
+    with ReservoirTarget([luns[0]]) as first, ReservoirTarget([luns[1]]) as second:
+        opts = options(tmp_path, stripe_unit=1 << 20)
+        with pytest.raises(CopyError, match="smaller than the 32 MiB its stripe units reach"):
+            asyncio.run(copy(str(source), [first.url(0), second.url(0)], opts))

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reservoir.agent.transfer import Plan, Queues, ServerPair, make_plan
+from reservoir.agent.transfer._plan import member_ends
 
 
 def plan_of(offset: int, length: int, extent: int, block: int = 512, streams: int = 4) -> Plan:
@@ -99,3 +100,57 @@ def test_streams_of_different_speeds_finish_together(speeds: list[float]) -> Non
     assert max(finish) - min(finish) <= 1 / min(speeds) + 1e-9
     without_stealing = max(len(range(i, 200, len(speeds))) / s for i, s in enumerate(speeds))
     assert max(finish) <= without_stealing
+
+
+def striped(offset: int, length: int, unit: int, members: int, streams: int = 2) -> Plan:
+    pairs = tuple(ServerPair("s", f"d{m}", streams) for m in range(members))
+    return make_plan(
+        offset, length, extent_size=4 << 20, block_size=512, pairs=pairs, stripe_unit=unit
+    )
+
+
+def test_level_one_deals_stripe_units_round_robin_over_destinations() -> None:
+    unit = 1 << 20
+    plan = striped(0, 6 * unit, unit, 3)
+    assert [(e.pair, e.dest_offset, e.length) for e in plan.extents] == [
+        (0, 0, unit), (1, 0, unit), (2, 0, unit), (0, unit, unit), (1, unit, unit), (2, unit, unit)
+    ]  # fmt: skip
+
+
+def test_level_one_extents_never_cross_a_stripe_unit_and_cover_the_range() -> None:
+    unit = 3 << 20
+    plan = striped(512 * 3, (20 << 20) + 1024, unit, 2)
+    assert sum(e.length for e in plan.extents) == (20 << 20) + 1024
+    assert all(e.offset // unit == (e.end - 1) // unit for e in plan.extents)
+    assert all(e.length <= 3 << 20 for e in plan.extents)
+    for e in plan.extents:  # logical byte p of stripe s sits on member s % 2
+        stripe, within = divmod(e.offset, unit)
+        assert (e.pair, e.dest_offset) == (stripe % 2, (stripe // 2) * unit + within)
+    assert member_ends(plan.offset, plan.length, unit, 2) == [
+        plan.dest_end(0),
+        plan.dest_end(1),
+    ]
+
+
+def test_level_two_keeps_each_pair_on_its_own_streams() -> None:
+    plan = striped(0, 16 << 20, 1 << 20, 2, streams=3)
+    lanes = plan.assignment()
+    for stream, lane in enumerate(lanes):
+        assert {plan.extent(i).pair for i in lane} == {plan.pair_of(stream)}
+    assert [len(lane) for lane in lanes] == [3, 3, 2, 3, 3, 2]
+
+
+def test_stealing_stays_inside_the_pair() -> None:
+    plan = striped(0, 8 << 20, 1 << 20, 2, streams=2)
+    queues = Queues(plan)
+    taken = []
+    while (extent := queues.take(0)) is not None:  # stream 0 of pair 0, alone
+        taken.append(extent)
+    assert taken and all(e.pair == 0 for e in taken)
+    assert len(taken) == sum(1 for e in plan.extents if e.pair == 0)
+    assert queues.take(2) is not None  # pair 1's extents are still there
+
+
+def test_stripe_unit_must_be_block_aligned_with_several_destinations() -> None:
+    with pytest.raises(ValueError, match="stripe unit"):
+        striped(0, 8 << 20, 1000, 2)
