@@ -180,20 +180,29 @@ def iperf3_mb_per_s(streams: int, seconds: int) -> float:
         stderr=subprocess.DEVNULL,
     )
     try:
+        wait_listening(port, server)  # not by connecting: that would use up -1
         client = ["iperf3", "-c", LOCALHOST, "-p", str(port), "-P", str(streams)]
         client += ["-t", str(seconds), "-J"]
         done = subprocess.run(client, capture_output=True, text=True, check=False)
-        for _ in range(50):  # the server may not listen yet; a bare probe would use up -1
-            if done.returncode == 0 or server.poll() is not None:
-                break
-            time.sleep(0.1)
-            done = subprocess.run(client, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise PeerError(f"iperf3 client failed: {(done.stdout + done.stderr)[-400:]}")
-        bits = float(json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"])
+        try:
+            result = json.loads(done.stdout)
+            bits = float(result["end"]["sum_received"]["bits_per_second"])
+        except (ValueError, KeyError) as exc:
+            raise PeerError(f"iperf3 client failed: {(done.stdout + done.stderr)[-400:]}") from exc
         return bits / 8 / 1e6
     finally:
         stop_process(server)
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """Waits until something listens on ``port`` (read from ``ss``, no connection made)."""
+    deadline = time.monotonic() + timeout
+    while not subprocess.run(
+        ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=False
+    ).stdout.strip():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise PeerError(f"iperf3 server did not listen on port {port}")
+        time.sleep(0.05)
 
 
 def print_copy(label: str, run: CopyRun) -> None:
