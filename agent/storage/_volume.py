@@ -15,6 +15,7 @@ from ._engine import default_engine
 from ._errors import StorageError, from_os_error, storage_error
 
 ZERO_CHUNK = 1 << 20
+WRITEBACK_EVERY = 32 << 20  # bytes written between two writeback starts
 NOWAIT_MAX = 1 << 20  # reads up to this size try the page cache first
 NOWAIT_BACKOFF_MAX = 64
 _ZEROS = memoryview(bytes(ZERO_CHUNK))
@@ -81,9 +82,12 @@ class Volume:
         self._nowait_skip = 0  # reads left before the page cache is tried again
         self._nowait_backoff = 1
         self.writeback = False
-        """Start writing every write's pages back at once (sync_file_range WRITE), so
-        dirty data does not pile up in the page cache until a flush has to write it
-        all (a volume written at network speed by a copy); no effect with O_DIRECT."""
+        """Start writing written pages back early (sync_file_range WRITE over the span
+        of every WRITEBACK_EVERY bytes written), so dirty data does not pile up in the
+        page cache until a flush has to write it all (a volume written at network
+        speed by a copy); no effect with O_DIRECT."""
+        self._dirty = 0  # bytes written since the last writeback started
+        self._dirty_lo = self._dirty_hi = 0
         self._finalizer = weakref.finalize(self, self._h.close)
 
     def __repr__(self) -> str:
@@ -234,9 +238,22 @@ class Volume:
             await self._engine._write(self._h, offset, view)
         except OSError as exc:
             raise self._error("write", exc) from exc
-        if self.writeback and not self.direct and not self._h.closed:
-            started = asyncio.ensure_future(self._engine._writeback(self._h, offset, len(view)))
-            started.add_done_callback(_quiet)
+        if self.writeback and not self.direct:
+            self._wrote(offset, len(view))
+
+    def _wrote(self, offset: int, length: int) -> None:
+        if self._dirty == 0:
+            self._dirty_lo, self._dirty_hi = offset, offset + length
+        else:
+            self._dirty_lo = min(self._dirty_lo, offset)
+            self._dirty_hi = max(self._dirty_hi, offset + length)
+        self._dirty += length
+        if self._dirty < WRITEBACK_EVERY or self._h.closed:
+            return
+        span = self._dirty_hi - self._dirty_lo
+        started = asyncio.ensure_future(self._engine._writeback(self._h, self._dirty_lo, span))
+        started.add_done_callback(_quiet)
+        self._dirty = 0
 
     async def flush(self) -> None:
         """fdatasync: completed writes reach stable storage."""

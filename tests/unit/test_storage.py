@@ -227,11 +227,12 @@ def test_readinto_finishes_what_the_page_cache_filled_in_part(
     with_volume(path, engine, body)
 
 
-def test_writeback_is_started_for_each_write_of_a_buffered_volume(
-    tmp_path: Path, engine: Engine
+def test_writeback_starts_over_the_span_of_every_batch_of_writes(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "vol.img"
     make_file(path, 4 * MiB)
+    monkeypatch.setattr(storage._volume, "WRITEBACK_EVERY", 16384)
     started: list[tuple[int, int]] = []
     real = engine._writeback
 
@@ -241,12 +242,12 @@ def test_writeback_is_started_for_each_write_of_a_buffered_volume(
 
     async def body(vol: Volume) -> None:
         vol.writeback = True
-        await vol.write(4096, b"x" * 8192)
+        await vol.write(65536, b"x" * 8192)
+        await vol.write(4096, b"y" * 8192)  # 16 KiB written: one writeback, 4096..73728
+        await vol.write(0, b"z" * 4096)  # not yet
         await asyncio.sleep(0.05)  # the writeback completes on its own
-        vol.writeback = False
-        await vol.write(0, b"y" * 512)
-        assert await vol.read(4096, 8192) == b"x" * 8192
-        assert started == ([] if vol.direct else [(4096, 8192)])
+        assert await vol.read(4096, 8192) == b"y" * 8192
+        assert started == ([] if vol.direct else [(4096, 69632)])
 
     engine._writeback = record  # type: ignore[method-assign]
     with_volume(path, engine, body, direct=False)
