@@ -5,7 +5,9 @@
 1. A SIZE source file of incompressible data (a 64 MiB random block repeated,
    each MiB stamped with its own counter so no two extents are alike; fsynced)
    copied by ``reservoir copy --streams N`` (verified) into a LUN file of the
-   same size served by ``reservoir target serve``. Figures: seconds, MB/s, CPU
+   same size served by ``reservoir target serve``, once with ``--direct``
+   (O_DIRECT: what a LUN receiving copies should use) and once through the page
+   cache. Figures: seconds, MB/s, CPU
    seconds per GB of the copy process, of the target process and both; the
    LUN file's xxh3-128 against the source's.
 2. iperf3 on 127.0.0.1 with as many streams, for ``--seconds``: the copy's
@@ -213,9 +215,12 @@ def print_copy(label: str, run: CopyRun) -> None:
     )
 
 
-def bench_reservoir(src: Source, args: argparse.Namespace, work: Path) -> tuple[CopyRun, str]:
+def bench_reservoir(
+    src: Source, args: argparse.Namespace, work: Path, *, direct: bool
+) -> tuple[CopyRun, str]:
     lun = make_lun(work / "reservoir-lun.img", src.size)
-    target = ReservoirTarget([lun], log_path=work / "target.log")
+    extra = ["--direct"] if direct else []
+    target = ReservoirTarget([lun], log_path=work / "target.log", extra=extra)
     with target:
         assert target.proc is not None
         run = run_copy(
@@ -226,7 +231,8 @@ def bench_reservoir(src: Source, args: argparse.Namespace, work: Path) -> tuple[
             work=work,
             target_pid=target.proc.pid,
         )
-    print_copy(f"reservoir copy --streams {args.streams} into reservoir target", run)
+    how = " (LUN with O_DIRECT)" if direct else " (LUN through the page cache)"
+    print_copy(f"reservoir copy --streams {args.streams} into reservoir target{how}", run)
     total = run.copy_cpu + run.target_cpu
     print(
         f"  CPU seconds per GB: copy {run.cpu_per_gb(run.copy_cpu):.2f},"
@@ -277,17 +283,22 @@ def run_all(args: argparse.Namespace, work: Path) -> int:
     src = write_source(work / "source.img", args.size, tgt_size)
     print(f"  written and fsynced in {time.monotonic() - start:.1f} s, xxh3-128 {src.digest}")
     print("\n1. into the reservoir target (loopback, no emulation)", flush=True)
-    ours, ours_digest = bench_reservoir(src, args, work)
+    direct, direct_digest = bench_reservoir(src, args, work, direct=True)
+    cached, cached_digest = bench_reservoir(src, args, work, direct=False)
     print(f"\n2. iperf3 -P {args.streams} -t {args.seconds} on 127.0.0.1", flush=True)
     tcp = iperf3_mb_per_s(args.streams, args.seconds)
-    print(f"  iperf3 {tcp:.0f} MB/s; reservoir copy / iperf3 = {ours.mb_per_s / tcp:.2f}")
-    same = ours_digest == src.digest
+    print(
+        f"  iperf3 {tcp:.0f} MB/s; reservoir copy / iperf3 = {direct.mb_per_s / tcp:.2f}"
+        f" (O_DIRECT LUN), {cached.mb_per_s / tcp:.2f} (page-cache LUN)"
+    )
+    same = direct_digest == cached_digest == src.digest
     if not args.skip_tgt:
         print(f"\n3. into tgtd ({tgt_size / (1 << 30):.2f} GiB)", flush=True)
         theirs, tgt_digest = bench_tgt(src, args, work)
         same = same and tgt_digest == src.prefix_digest
         print(
-            f"\nsummary: into reservoir {ours.mb_per_s:.0f} MB/s, into tgtd"
+            f"\nsummary: into reservoir {direct.mb_per_s:.0f} MB/s (O_DIRECT LUN),"
+            f" {cached.mb_per_s:.0f} MB/s (page-cache LUN), into tgtd"
             f" {theirs.mb_per_s:.0f} MB/s, iperf3 {tcp:.0f} MB/s"
         )
     print(f"data: {'every copy equal to its source' if same else 'A COPY DIFFERS FROM ITS SOURCE'}")
