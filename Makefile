@@ -30,8 +30,8 @@ bench-lfn: $(STAMP) ## reservoir copy on the emulated 2 x 500 Mbit/s, 100 ms LFN
 	.venv/bin/python -m reservoir.lab.bench_lfn
 
 fmt: $(STAMP)
-	.venv/bin/ruff format reservoir agent lab tests
-	.venv/bin/ruff check --fix reservoir agent lab tests
+	.venv/bin/ruff format reservoir agent lab server kmod-pacing tests
+	.venv/bin/ruff check --fix reservoir agent lab server kmod-pacing tests
 
 clean:
 	rm -rf build *.egg-info .mypy_cache .ruff_cache .pytest_cache agent/storage/*.so

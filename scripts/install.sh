@@ -11,6 +11,7 @@ APT_PACKAGES=(
     tgt libiscsi-bin      # peers: reference target and libiscsi tools/conformance suite
     iperf3                # memory-to-memory baselines
     iproute2 procps       # namespaces, links, process control in tests
+    clang llvm libbpf-dev bpftool  # the BPF sock_ops program of the pacing component
 )
 
 missing=()

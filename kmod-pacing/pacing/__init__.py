@@ -1,0 +1,1 @@
+"""The pacing component: per-NIC pacing, per-socket pacing, per-connection cwnd caps."""

@@ -1,0 +1,1 @@
+"""The coordinator: REST API, scheduler, equalizer, telemetry hub (design section 2)."""
