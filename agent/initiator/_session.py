@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from reservoir.agent.initiator._transport import (
     Mailbox,
     PduTransport,
     Relay,
+    TcpTransport,
     tcp_connect,
 )
 from reservoir.agent.iscsi import pdu as P
@@ -550,3 +552,9 @@ class Session:
     def tcp_info(self) -> bytes:
         """Raw TCP_INFO of the connection (empty while reconnecting); not parsed."""
         return self.transport.tcp_info() if self.transport is not None else b""
+
+    def socket(self) -> socket.socket | None:
+        """The connection's socket now (another after a reconnect; None meanwhile), to
+        set options such as caps on; not to read or write."""
+        transport = self.transport
+        return transport.socket() if isinstance(transport, TcpTransport) else None

@@ -16,6 +16,7 @@ from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL
 from reservoir.agent.transfer import _checkpoint as ck
+from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.agent.transfer._endpoints import (
     Channel,
     CountingChannel,
@@ -90,6 +91,7 @@ class CopyOptions:
     health: HealthConfig = DEFAULT_HEALTH  # path health (two paths or more)
     outage_wait: float = 30.0  # every path failed: how long to wait for one to recover
     stripe_unit: int = DEFAULT_EXTENT_SIZE  # several destinations: the level-1 stripe unit
+    stream_caps: StreamCaps | None = None  # cwnd caps and pacing rates set from outside
 
 
 async def copy(
@@ -416,6 +418,8 @@ class Run:
         net = dest if dst.remote else source
         if self.telemetry is not None and isinstance(net, RemoteChannel):
             self.telemetry.stream(index, label, net.session)
+        if self.options.stream_caps is not None and isinstance(net, RemoteChannel):
+            self.options.stream_caps.attach(index, net.session.socket)
         if path is not None:
             if src_path is not None:
                 source = self._counted(source, label)
@@ -532,6 +536,8 @@ class Run:
         while True:
             await asyncio.sleep(TICK)
             self._report()
+            if self.options.stream_caps is not None:
+                self.options.stream_caps.tick()
 
     def _report(self) -> None:
         done_bytes = sum(self.plan.extent(i).length for i in self.checkpoint.done)

@@ -16,6 +16,7 @@ import pytest
 
 from reservoir.agent.initiator import RecoveryPolicy, Session
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, cli, copy
+from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.lab.peers import (
     LOCALHOST,
     ReservoirTarget,
@@ -333,3 +334,15 @@ def test_striped_copy_refuses_a_too_small_member(tmp_path: Path, source: Path) -
         opts = options(tmp_path, stripe_unit=1 << 20)
         with pytest.raises(CopyError, match="smaller than the 32 MiB its stripe units reach"):
             asyncio.run(copy(str(source), [first.url(0), second.url(0)], opts))
+
+
+def test_pacing_rates_set_from_outside_reach_every_stream(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    caps = StreamCaps(None)
+    caps.want({}, {stream: 2_000_000 for stream in range(4)})  # 2 MB/s a stream
+    opts = options(tmp_path, stream_caps=caps, range=(0, 16 << 20), extent_size=1 << 20)
+    summary = asyncio.run(copy(str(source), ours.url(0), opts))
+    assert caps.applied() == {stream: (None, 2_000_000) for stream in range(4)}
+    assert summary.rate < 1.5 * 4 * 2_000_000  # loopback alone runs at hundreds of MB/s
+    assert sha(lun, 16 << 20) == sha(source, 16 << 20)

@@ -1,0 +1,140 @@
+"""Per-stream cwnd caps and pacing rates of a running copy (set by a coordinator).
+
+The equalizer decides caps from telemetry; the agent applies them to its streams'
+sockets through a :class:`Capper` (the pacing component: a BPF sock_ops program
+clamping the congestion window, or SO_MAX_PACING_RATE where BPF is not allowed).  A
+stream's socket changes when its session reconnects, so :meth:`StreamCaps.tick`
+(called by the engine twice a second) applies the wanted caps to whatever socket each
+stream has now, refreshes rate-based fallbacks (they depend on the RTT) and lifts the
+caps that are no longer wanted.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+log = logging.getLogger("reservoir.copy")
+
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)
+NO_PACING = (1 << 64) - 1  # the kernel's "unlimited" (~0UL)
+RATE_BASED = "so-max-pacing-rate"  # the mechanism name of the fallback cwnd cap
+
+SocketOf = Callable[[], socket.socket | None]
+
+
+class Capper(Protocol):
+    """What applies a cwnd cap to one connection (reservoir.pacing.CwndCaps)."""
+
+    @property
+    def mechanism(self) -> str: ...
+
+    def set(self, sock: socket.socket, segments: int) -> None: ...
+
+    def clear(self, sock: socket.socket) -> None: ...
+
+    def refresh(self, sock: socket.socket) -> None: ...
+
+
+@dataclass
+class _Applied:
+    sock: socket.socket
+    cwnd: int | None = None
+    pacing: int | None = None
+
+
+class StreamCaps:
+    """The caps a copy's streams should have, and what is applied to which socket."""
+
+    def __init__(self, capper: Capper | None) -> None:
+        self.capper = capper
+        self.cwnd: dict[int, int] = {}  # stream -> segments
+        self.pacing: dict[int, int] = {}  # stream -> bytes per second
+        self._streams: dict[int, SocketOf] = {}
+        self._applied: dict[int, _Applied] = {}
+        self.errors: dict[int, str] = {}  # stream -> why its caps could not be applied
+
+    @property
+    def mechanism(self) -> str:
+        return self.capper.mechanism if self.capper is not None else "none"
+
+    def want(self, cwnd: dict[int, int], pacing: dict[int, int]) -> None:
+        """Replaces the wanted caps; the next :meth:`tick` applies them."""
+        if cwnd and self.capper is None:
+            raise ValueError("no cwnd cap mechanism on this agent")
+        self.cwnd, self.pacing = dict(cwnd), dict(pacing)
+
+    def attach(self, stream: int, socket_of: SocketOf) -> None:
+        """A stream (re)opened: its caps are applied at once, then on every tick."""
+        self._streams[stream] = socket_of
+        self._tick_one(stream, socket_of)
+
+    def detach(self, stream: int) -> None:
+        self._streams.pop(stream, None)
+        self._applied.pop(stream, None)
+
+    def tick(self) -> None:
+        for stream, socket_of in list(self._streams.items()):
+            self._tick_one(stream, socket_of)
+
+    def _tick_one(self, stream: int, socket_of: SocketOf) -> None:
+        sock = socket_of()
+        if sock is None:
+            return
+        try:
+            self._apply(stream, sock)
+        except OSError as exc:
+            self.errors[stream] = f"{exc.strerror or exc}"
+            log.warning("stream %d: caps not applied: %s", stream, exc)
+        else:
+            self.errors.pop(stream, None)
+
+    def _apply(self, stream: int, sock: socket.socket) -> None:
+        applied = self._applied.get(stream)
+        if applied is None or applied.sock is not sock:
+            applied = self._applied[stream] = _Applied(sock)
+        self._apply_cwnd(applied, self.cwnd.get(stream))
+        self._apply_pacing(applied, self.pacing.get(stream))
+
+    def _apply_cwnd(self, applied: _Applied, wanted: int | None) -> None:
+        if self.capper is None or wanted == applied.cwnd:
+            if self.capper is not None and wanted is not None:
+                self.capper.refresh(applied.sock)  # a rate-based cap follows the RTT
+            return
+        if wanted is None:
+            self.capper.clear(applied.sock)
+        else:
+            self.capper.set(applied.sock, wanted)
+        applied.cwnd = wanted
+
+    def _apply_pacing(self, applied: _Applied, wanted: int | None) -> None:
+        """SO_MAX_PACING_RATE.  Where the cwnd cap is itself a pacing rate (the
+        fallback), both share the option: the lower one is kept, every tick."""
+        shared = applied.cwnd is not None and self.mechanism == RATE_BASED
+        if wanted == applied.pacing and not shared:
+            return
+        applied.pacing = wanted
+        if shared:
+            if wanted is not None:
+                set_pacing_rate(applied.sock, min(pacing_rate(applied.sock), wanted))
+            return
+        set_pacing_rate(applied.sock, NO_PACING if wanted is None else wanted)
+
+    def applied(self) -> dict[int, tuple[int | None, int | None]]:
+        """stream -> (cwnd cap, pacing rate) as applied to its current socket."""
+        return {s: (a.cwnd, a.pacing) for s, a in self._applied.items()}
+
+
+def pacing_rate(sock: socket.socket) -> int:
+    """SO_MAX_PACING_RATE of ``sock`` in bytes per second (NO_PACING: unlimited)."""
+    value: int = struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, 8))[0]
+    return value
+
+
+def set_pacing_rate(sock: socket.socket, rate: int) -> None:
+    """As a 64-bit value: the kernel takes either width, and ~0 means unlimited."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=Q", rate))
