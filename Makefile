@@ -3,7 +3,7 @@
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
-	$(wildcard lab/delayline/*.c)
+	$(wildcard lab/delayline/*.c) $(wildcard kmod-pacing/bpf/*.c)
 
 install:            ## Debian packages, .venv with reservoir, C extension built
 	scripts/install.sh

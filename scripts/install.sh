@@ -43,4 +43,6 @@ fi
 .venv/bin/python -m pip install -q -e '.[dev]'
 .venv/bin/python -c 'import reservoir.agent.storage as s; print("install: storage engine backends:", ", ".join(s.available_backends()))'
 .venv/bin/python -c 'from reservoir.lab.delayline import build; print("install: delay line:", build())'
+.venv/bin/python -c 'from reservoir.pacing._build import build; print("install: cwnd clamp BPF program:", build())' \
+    || echo "install: warning: the cwnd clamp BPF program was not built; cwnd caps will use SO_MAX_PACING_RATE"
 touch .venv/.installed
