@@ -63,6 +63,7 @@ class TcpTransport(asyncio.Protocol):
         self.outgoing_filter: Callable[[P.Pdu], bool] | None = None
         self._out: list[P.Buffer] = []
         self._lost = False
+        self._sock: socket.socket | None = None  # a duplicate descriptor, see socket()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
@@ -76,6 +77,9 @@ class TcpTransport(asyncio.Protocol):
             self.drop()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._sock is not None:
+            self._sock.close()  # the duplicate only: the transport closes its own
+            self._sock = None
         if not self._lost:
             self._lost = True
             self.sink.transport_lost(exc)
@@ -109,11 +113,17 @@ class TcpTransport(asyncio.Protocol):
             self.transport.close()
 
     def socket(self) -> socket.socket | None:
-        """The socket, for a telemetry module to sample (do not read or write it)."""
-        if self.transport is None:
-            return None
-        sock: socket.socket | None = self.transport.get_extra_info("socket")
-        return sock
+        """The connection's socket as a plain :class:`socket.socket` on a duplicate
+        descriptor (closed with the connection), the same object for the whole
+        connection: for TCP_INFO and socket options such as caps, never to read or
+        write.  The event loop's own wrapper (asyncio's TransportSocket, uvloop's
+        PseudoSocket) cannot be weakly referenced or kept as a key."""
+        if self._sock is None and self.transport is not None and not self._lost:
+            raw = self.transport.get_extra_info("socket")
+            if raw is not None:
+                fd = os.dup(raw.fileno())
+                self._sock = socket.socket(raw.family, raw.type, raw.proto, fileno=fd)
+        return self._sock
 
     def tcp_info(self) -> bytes:
         """Raw ``TCP_INFO`` of the socket (Linux ``struct tcp_info``), unparsed."""

@@ -87,8 +87,8 @@ class StreamCaps:
             return
         try:
             self._apply(stream, sock)
-        except OSError as exc:
-            self.errors[stream] = f"{exc.strerror or exc}"
+        except (OSError, RuntimeError) as exc:  # RuntimeError: the capper's CapError
+            self.errors[stream] = str(exc)
             log.warning("stream %d: caps not applied: %s", stream, exc)
         else:
             self.errors.pop(stream, None)
