@@ -11,6 +11,7 @@ from reservoir.agent.control.core.config import AgentSettings
 from reservoir.agent.target import config as target_config
 from reservoir.agent.target.server import TargetServer
 from reservoir.agent.transfer import copy as engine_copy
+from reservoir.pacing import CwndCaps
 
 __all__ = ["Agent"]
 
@@ -30,11 +31,13 @@ class Agent:
             target = target_config.load(settings.target_config)
         self.target_config = target
         self.target: TargetServer | None = None
+        self.caps: CwndCaps | None = None
         self.manager = CopyManager(
             Path(settings.state_dir), copy_fn=copy_fn, max_running=settings.max_running
         )
 
     async def start(self) -> None:
+        self._open_caps()
         count = self.manager.load()
         log.info("agent %s: %d copies in %s", self.settings.name, count, self.settings.state_dir)
         if self.target_config is not None:
@@ -51,6 +54,20 @@ class Agent:
         if self.target is not None:
             await self.target.stop()
             self.target = None
+        if self.caps is not None:
+            self.caps.close()
+            self.caps = None
+
+    def _open_caps(self) -> None:
+        """The cwnd cap mechanism, opened before any copy makes a connection (the BPF
+        program covers the sockets made after it is attached)."""
+        wanted = self.settings.cwnd_caps
+        if wanted == "off":
+            return
+        self.caps = CwndCaps.open(use_bpf=wanted == "bpf")
+        self.manager.capper = self.caps
+        why = f" ({self.caps.why_not_bpf})" if wanted == "bpf" and self.caps.why_not_bpf else ""
+        log.info("cwnd caps: %s%s", self.caps.mechanism, why)
 
     def portals(self) -> list[str]:
         if self.target_config is None:

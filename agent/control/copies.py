@@ -40,6 +40,7 @@ from reservoir.agent.control.telemetry import read_tail
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
+from reservoir.agent.transfer._caps import Capper, StreamCaps
 
 __all__ = [
     "CopyFn",
@@ -92,6 +93,7 @@ class CopyJob:
     summary: dict[str, Any] | None = None
     caps: CapsBase | None = None
     runs: int = 0
+    stream_caps: StreamCaps | None = None  # while it runs: what is applied to its streams
     task: asyncio.Task[None] | None = None
     intent: CopyState | None = None  # paused or cancelled, while the task winds down
 
@@ -170,6 +172,7 @@ class CopyManager:
         self.copy_fn = copy_fn
         self.telemetry_interval = telemetry_interval
         self.jobs: dict[str, CopyJob] = {}
+        self.capper: Capper | None = None  # the agent's cwnd cap mechanism, if any
         self._slots = asyncio.Semaphore(max_running)
         for name in ("copies", "checkpoints", "telemetry"):
             (self.state_dir / name).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -252,7 +255,11 @@ class CopyManager:
                 raise TransitionError(
                     f"copy {job.id} has {job.request.streams} streams; there is no stream {stream}"
                 )
+        if caps.stream_cwnd_caps and self.capper is None:
+            raise TransitionError("this agent applies no cwnd caps (cwnd_caps = off)")
         job.caps = caps
+        if job.stream_caps is not None:
+            job.stream_caps.want(caps.stream_cwnd_caps, caps.stream_pacing_rates)
         self._save(job)
         return job
 
@@ -328,7 +335,16 @@ class CopyManager:
             chap=None if r.chap is None else (r.chap.user, r.chap.secret.get_secret_value()),
             telemetry=self.telemetry_path(job.id),
             telemetry_interval=self.telemetry_interval,
+            stream_caps=self._stream_caps(job),
         )
+
+    def _stream_caps(self, job: CopyJob) -> StreamCaps:
+        """The caps of a run: those set so far, applied to the streams as they open."""
+        job.stream_caps = StreamCaps(self.capper)
+        if job.caps is not None:
+            cwnd = job.caps.stream_cwnd_caps if self.capper is not None else {}
+            job.stream_caps.want(cwnd, job.caps.stream_pacing_rates)
+        return job.stream_caps
 
     async def _run(self, job: CopyJob) -> None:
         def on_progress(p: Progress) -> None:
@@ -359,4 +375,4 @@ class CopyManager:
             )
             self._finish(job, CopyState.COMPLETED)
         finally:
-            job.task, job.intent = None, None
+            job.task, job.intent, job.stream_caps = None, None, None

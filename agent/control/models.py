@@ -92,7 +92,7 @@ class ProgressPublic(BaseModel):
 
 
 class CapsBase(Strict):
-    stream_cwnd_caps: dict[int, int] = Field(default_factory=dict)  # stream -> bytes
+    stream_cwnd_caps: dict[int, int] = Field(default_factory=dict)  # stream -> segments
     stream_pacing_rates: dict[int, int] = Field(default_factory=dict)  # stream -> bytes/s
     nic_pacing_rates: dict[str, int] = Field(default_factory=dict)  # interface -> bytes/s
 

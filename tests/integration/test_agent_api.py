@@ -75,6 +75,7 @@ def settings_for(tmp_path: Path, target_config: Path | None = None) -> AgentSett
         tokens=[TOKEN],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         state_dir=tmp_path / "state",
         target_config=target_config,
+        cwnd_caps="pacing-rate",  # the agent runs in the test process: no cgroup move
     )
 
 
@@ -272,28 +273,29 @@ def test_a_copy_the_engine_refuses_is_failed_not_500(tmp_path: Path, api: str) -
     assert done["state"] == "failed" and done["last_error"]
 
 
-def test_caps_are_stored_and_reported_as_not_applied(
+def test_caps_are_applied_to_the_running_streams(
     tmp_path: Path, api: str, remote: tuple[ReservoirTarget, Path]
 ) -> None:
     target, _ = remote
     source = random_file(tmp_path / "src.img", 128 * MiB)
-    caps = {"stream_cwnd_caps": {"0": 1 << 20}, "nic_pacing_rates": {"eth0": 125_000_000}}
+    caps = {"stream_cwnd_caps": {"0": 200}, "stream_pacing_rates": {"0": 20_000_000}}
     with client(api) as c:
         copy_id = start_copy(c, source, target.url(0), streams=1, extent_size=MiB)["id"]
         wait_done_bytes(c, copy_id, MiB)  # sessions up (a cancel while they open may be lost)
-        paused = c.post(f"/copies/{copy_id}/pause").json()
-        assert paused.get("state") == "paused", paused
         r = c.put(f"/copies/{copy_id}/caps", json=caps)
         no_stream = c.put(f"/copies/{copy_id}/caps", json={"stream_pacing_rates": {"3": 10}})
+        paused = c.post(f"/copies/{copy_id}/pause").json()
         shown = c.get(f"/copies/{copy_id}").json()
         info = c.get("/info").json()
         c.post(f"/copies/{copy_id}/cancel")
         after = c.put(f"/copies/{copy_id}/caps", json=caps)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["applied"] is False and "pacing component" in body["reason"]
-    assert body["requested"]["stream_cwnd_caps"] == {"0": 1 << 20}
-    assert shown["caps"] == body and info["caps_requested"][copy_id] == body
+    assert body["applied"] is True and "so-max-pacing-rate" in body["reason"], body
+    assert body["requested"]["stream_cwnd_caps"] == {"0": 200}
+    assert paused.get("state") == "paused", paused
+    assert shown["caps"]["applied"] is False and "when the copy runs" in shown["caps"]["reason"]
+    assert info["caps_requested"][copy_id] == shown["caps"]
     assert no_stream.status_code == 409 and "no stream 3" in no_stream.json()["detail"]
     assert after.status_code == 409 and "cannot set caps" in after.json()["detail"]
 

@@ -44,6 +44,7 @@ async def api(tmp_path: Path, copy_fn: object) -> AsyncIterator[httpx.AsyncClien
         name="unit",
         tokens=[TOKEN],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         state_dir=tmp_path / "state",
+        cwnd_caps="pacing-rate",  # in the test process: no cgroup move
     )
     agent = Agent(settings, copy_fn=copy_fn)  # type: ignore[arg-type]
     transport = httpx.ASGITransport(app=create_app(agent))

@@ -315,11 +315,49 @@ def test_caps_for_a_stream_the_copy_does_not_have_are_refused(tmp_path: Path) ->
     async def main() -> None:
         manager = CopyManager(tmp_path, copy_fn=FakeEngine())
         job = manager.create(request(streams=2))
-        manager.set_caps(job.id, CapsBase(stream_cwnd_caps={1: 1 << 20}))
-        assert job.caps is not None and job.caps.stream_cwnd_caps == {1: 1 << 20}
+        manager.set_caps(job.id, CapsBase(stream_pacing_rates={1: 1000}))
+        assert job.caps is not None and job.caps.stream_pacing_rates == {1: 1000}
         with pytest.raises(TransitionError, match="no stream 2"):
             manager.set_caps(job.id, CapsBase(stream_pacing_rates={2: 1000}))
         await manager.cancel(job.id)
+
+    run(main())
+
+
+def test_cwnd_caps_need_a_cap_mechanism(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager = CopyManager(tmp_path, copy_fn=FakeEngine())
+        job = manager.create(request(streams=2))
+        with pytest.raises(TransitionError, match="applies no cwnd caps"):
+            manager.set_caps(job.id, CapsBase(stream_cwnd_caps={1: 40}))
+        await manager.cancel(job.id)
+
+    run(main())
+
+
+class NoCapper:
+    mechanism = "test"
+
+    def set(self, sock: object, segments: int) -> None:
+        raise AssertionError("no socket in this test")
+
+    clear = refresh = set
+
+
+def test_caps_of_a_running_copy_reach_its_streams(tmp_path: Path) -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        manager.capper = NoCapper()  # type: ignore[assignment]
+        job = manager.create(request(streams=2))
+        manager.set_caps(job.id, CapsBase(stream_cwnd_caps={0: 30}))
+        await started(manager, job.id)
+        caps = engine.calls[-1].stream_caps
+        assert caps is not None and caps is job.stream_caps and caps.cwnd == {0: 30}
+        manager.set_caps(job.id, CapsBase(stream_cwnd_caps={1: 20}, stream_pacing_rates={0: 9}))
+        assert (caps.cwnd, caps.pacing) == ({1: 20}, {0: 9})
+        await manager.cancel(job.id)
+        assert job.stream_caps is None
 
     run(main())
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import socket
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -68,6 +68,9 @@ class AgentSettings(BaseModel):
     state_dir: Path
     target_config: Path | None = None
     max_running: int = Field(default=4, ge=1, le=256)
+    # How cwnd caps are applied: "bpf" (a sock_ops program, falling back to
+    # "pacing-rate" where BPF is not possible), "pacing-rate" (SO_MAX_PACING_RATE), "off".
+    cwnd_caps: Literal["bpf", "pacing-rate", "off"] = "bpf"
     tls_cert: Path | None = None  # PEM; with tls_key, the API is served over HTTPS
     tls_key: Path | None = None
 

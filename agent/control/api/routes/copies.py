@@ -19,19 +19,29 @@ from reservoir.agent.control.models import (
 )
 from reservoir.agent.telemetry import Record
 
-__all__ = ["NOT_APPLIED", "caps_public", "copy_public", "router"]
+__all__ = ["NOT_RUNNING", "caps_public", "copy_public", "router"]
 
 router = APIRouter(prefix="/copies", tags=["copies"], dependencies=[Authorized])
 
-NOT_APPLIED = (
-    "stored only: applying cwnd caps and pacing rates comes with the pacing component, "
-    "which this agent does not have yet"
-)
+NOT_RUNNING = "stored: applied to the streams when the copy runs"
+NIC_PACING = "per-NIC pacing is applied by the pacing plan of a transfer, not per copy"
 CopyId = Annotated[str, "copy id"]
 
 
-def caps_public(caps: CapsBase) -> CapsPublic:
-    return CapsPublic(requested=caps, applied=False, reason=NOT_APPLIED)
+def caps_public(job: CopyJob) -> CapsPublic:
+    """What was asked, and whether (and how) it is applied to the running streams."""
+    assert job.caps is not None
+    live = job.stream_caps
+    if live is None:
+        return CapsPublic(requested=job.caps, applied=False, reason=NOT_RUNNING)
+    reason = f"cwnd caps with {live.mechanism}; pacing rates with SO_MAX_PACING_RATE"
+    if job.caps.nic_pacing_rates:
+        reason += f"; {NIC_PACING}"
+    if live.errors:
+        reason += "; not applied on " + ", ".join(
+            f"stream {s}: {why}" for s, why in sorted(live.errors.items())
+        )
+    return CapsPublic(requested=job.caps, applied=not live.errors, reason=reason)
 
 
 def copy_public(job: CopyJob) -> CopyPublic:
@@ -46,7 +56,7 @@ def copy_public(job: CopyJob) -> CopyPublic:
         progress=job.progress,
         last_error=job.last_error,
         summary=job.summary,
-        caps=None if job.caps is None else caps_public(job.caps),
+        caps=None if job.caps is None else caps_public(job),
         checkpoint=str(job.checkpoint),
         runs=job.runs,
     )
@@ -123,5 +133,4 @@ async def set_caps(copy_id: CopyId, body: CapsCreate, manager: ManagerDep) -> Ca
         job = manager.set_caps(copy_id, CapsBase.model_validate(body.model_dump()))
     except TransitionError as exc:
         raise _conflict(exc) from None
-    assert job.caps is not None
-    return caps_public(job.caps)
+    return caps_public(job)
