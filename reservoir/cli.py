@@ -12,6 +12,7 @@ from reservoir.agent import agent_cli
 from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.lab import cli as lab_cli
+from reservoir.server import cli as server_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     target_cli.register(sub)
     transfer_cli.register(sub)
     lab_cli.register(sub)
+    server_cli.register(sub)
     return parser
 
 

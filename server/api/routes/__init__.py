@@ -1,0 +1,3 @@
+"""One module per resource."""
+
+__all__: list[str] = []

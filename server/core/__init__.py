@@ -1,0 +1,3 @@
+"""Settings and token handling of the coordinator."""
+
+__all__: list[str] = []

@@ -1,0 +1,196 @@
+"""Settings of ``reservoir server``: defaults < TOML file < environment < command line.
+
+Environment variables are prefixed ``RESERVOIR_SERVER_`` (lists as JSON)::
+
+    RESERVOIR_SERVER_ENVIRONMENT=production          # or development
+    RESERVOIR_SERVER_DATABASE_URL=postgresql+psycopg://reservoir@db/reservoir
+    RESERVOIR_SERVER_LISTEN=127.0.0.1:8470
+    RESERVOIR_SERVER_USER_TOKENS='["<token or sha256:hex>"]'
+    RESERVOIR_SERVER_AGENT_TOKENS='["<token or sha256:hex>"]'
+    RESERVOIR_SERVER_CORS_ORIGINS='["https://dashboard.example"]'
+
+``--config FILE`` reads the same keys from its ``[server]`` table. A file should
+hold token digests (``reservoir server --hash-token`` prints one), not tokens.
+
+Outside development the server refuses to start without user and agent tokens, with
+a plain token shorter than :data:`MIN_TOKEN_LENGTH`, with a token that is both a
+user's and an agent's, or with CORS open to every origin. In development, missing
+tokens are generated and printed once (:func:`with_generated_tokens`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from reservoir.server.core import security
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "ENV_PREFIX",
+    "MIN_TOKEN_LENGTH",
+    "ServerSettings",
+    "SettingsError",
+    "default_database_url",
+    "load_settings",
+    "parse_listen",
+    "with_generated_tokens",
+]
+
+DEFAULT_LISTEN = "127.0.0.1:8470"
+ENV_PREFIX = "RESERVOIR_SERVER_"
+MIN_TOKEN_LENGTH = 24
+
+
+class SettingsError(ValueError):
+    """The coordinator's configuration is unusable; the message is one clear line."""
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen address {text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def default_database_url() -> str:
+    """SQLite in ``$XDG_STATE_HOME/reservoir/server.db`` (``~/.local/state`` by default)."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return f"sqlite:///{Path(state) / 'reservoir' / 'server.db'}"
+
+
+class ServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    environment: Literal["development", "production"] = "production"
+    database_url: str = Field(default_factory=default_database_url, min_length=1)
+    listen: str = DEFAULT_LISTEN
+    user_tokens: list[SecretStr] = Field(default_factory=list)
+    agent_tokens: list[SecretStr] = Field(default_factory=list)
+    cors_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @model_validator(mode="after")
+    def _secure(self) -> ServerSettings:
+        if set(self.user_digests) & set(self.agent_digests):
+            raise ValueError("a token may not be both a user's and an agent's")
+        if self.environment == "development":
+            return self
+        for kind, tokens in (
+            ("user_tokens", self.user_tokens),
+            ("agent_tokens", self.agent_tokens),
+        ):
+            _check_tokens(kind, tokens)
+        if "*" in self.cors_origins:
+            raise ValueError("cors_origins may not be '*' outside development")
+        return self
+
+    @property
+    def user_digests(self) -> frozenset[str]:
+        return frozenset(security.to_digest(t.get_secret_value()) for t in self.user_tokens)
+
+    @property
+    def agent_digests(self) -> frozenset[str]:
+        return frozenset(security.to_digest(t.get_secret_value()) for t in self.agent_tokens)
+
+    @property
+    def host(self) -> str:
+        return parse_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return parse_listen(self.listen)[1]
+
+    @property
+    def development(self) -> bool:
+        return self.environment == "development"
+
+
+def _check_tokens(kind: str, tokens: list[SecretStr]) -> None:
+    if not tokens:
+        raise ValueError(
+            f"{kind} is empty: set {ENV_PREFIX}{kind.upper()} (or run with "
+            f"{ENV_PREFIX}ENVIRONMENT=development to get generated tokens)"
+        )
+    for token in tokens:
+        text = token.get_secret_value()
+        if not security.is_hashed(text) and len(text) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"{kind}: a token must have {MIN_TOKEN_LENGTH} characters at least")
+
+
+def _read_table(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: {exc}") from exc
+    table = data.get("server")
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: no [server] table")
+    return table
+
+
+def load_settings(config: str | Path | None = None, **overrides: Any) -> ServerSettings:
+    """Settings from ``config``'s ``[server]`` table, the environment and ``overrides``.
+
+    Raises :class:`SettingsError` with the first problem (never the value: it may be
+    a token).
+    """
+    table = _read_table(Path(config)) if config is not None else {}
+    given = {k: v for k, v in overrides.items() if v is not None}
+
+    class _Layered(ServerSettings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, InitSettingsSource(settings_cls, table)
+
+    try:
+        return _Layered(**given)
+    except ValidationError as exc:
+        raise SettingsError(first_error(exc)) from None
+
+
+def first_error(exc: ValidationError) -> str:
+    """The first problem, without the input value (it may be a token)."""
+    err = exc.errors(include_input=False)[0]
+    where = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"server.{where}: {msg}" if where else msg
+
+
+def with_generated_tokens(settings: ServerSettings) -> tuple[ServerSettings, dict[str, str]]:
+    """In development, a user and an agent token for the lists left empty.
+
+    Returns the new settings and the generated tokens (``{"user": ..., "agent": ...}``),
+    for the caller to print once; outside development, ``settings`` unchanged.
+    """
+    if not settings.development:
+        return settings, {}
+    made: dict[str, str] = {}
+    update: dict[str, list[SecretStr]] = {}
+    for kind in ("user", "agent"):
+        if not getattr(settings, f"{kind}_tokens"):
+            made[kind] = security.generate_token()
+            update[f"{kind}_tokens"] = [SecretStr(made[kind])]
+    return settings.model_copy(update=update), made

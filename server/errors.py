@@ -1,0 +1,70 @@
+"""The coordinator's errors, translated to HTTP once (``main.py`` registers the handlers).
+
+::
+
+    ServerError
+     +-- NotFoundError          404  "no agent 'x'"
+     +-- ConflictError          409  name taken, still in use, refused state change
+     +-- InvalidRequestError    422  FastAPI's shape: detail = [{loc, msg, type}]
+
+Services raise these; routes never build HTTP errors for domain problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fastapi import FastAPI, Request, status
+from fastapi.responses import JSONResponse
+
+__all__ = [
+    "ConflictError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "ServerError",
+    "install_handlers",
+]
+
+Loc = Sequence[str | int]
+
+
+class ServerError(Exception):
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+
+    def detail(self) -> object:
+        return str(self)
+
+
+class NotFoundError(ServerError):
+    status_code = status.HTTP_404_NOT_FOUND
+
+    def __init__(self, kind: str, ident: str) -> None:
+        super().__init__(f"no {kind} {ident!r}")
+        self.kind, self.ident = kind, ident
+
+
+class ConflictError(ServerError):
+    status_code = status.HTTP_409_CONFLICT
+
+
+class InvalidRequestError(ServerError):
+    """A body that is well-formed but does not fit the registry; ``loc`` is the field path."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_CONTENT
+
+    def __init__(self, loc: Loc, msg: str) -> None:
+        super().__init__(msg)
+        self.loc = ["body", *loc]
+        self.msg = msg
+
+    def detail(self) -> object:
+        return [{"loc": self.loc, "msg": self.msg, "type": "value_error"}]
+
+
+async def _handle(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServerError)
+    return JSONResponse({"detail": exc.detail()}, status_code=exc.status_code)
+
+
+def install_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ServerError, _handle)

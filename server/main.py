@@ -1,0 +1,62 @@
+"""Builds the FastAPI application of the coordinator (and nothing else)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from sqlalchemy import Engine
+
+from reservoir import __version__
+from reservoir.server import db
+from reservoir.server.api.routes import agents, health, links, transfers, volume_sets
+from reservoir.server.core.config import ServerSettings
+from reservoir.server.errors import install_handlers
+from reservoir.server.scheduler import NoopScheduler, Scheduler
+
+__all__ = ["API_PREFIX", "create_app"]
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(
+    settings: ServerSettings, *, engine: Engine | None = None, scheduler: Scheduler | None = None
+) -> FastAPI:
+    """The app; its lifespan upgrades the database to the latest revision first."""
+    engine = engine or db.make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db.upgrade(engine)
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="Reservoir coordinator",
+        version=__version__,
+        description="Agents, volume sets, links and block transfers across them.",
+        lifespan=lifespan,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.sessions = db.make_sessions(engine)
+    app.state.scheduler = scheduler or NoopScheduler()
+    install_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    api = APIRouter(prefix=API_PREFIX)
+    for module in (health, agents, volume_sets, links, transfers):
+        api.include_router(module.router)
+    app.include_router(api)
+    return app

@@ -1,0 +1,379 @@
+"""The API's bodies: ``XBase`` -> ``XCreate`` (what a client sends) / ``XPublic`` (what it gets).
+
+Secrets go one way: an agent's ``api_token`` is in :class:`AgentCreate` only; the
+public model says whether one is stored, never what it is.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "AgentBase",
+    "AgentCreate",
+    "AgentPublic",
+    "Health",
+    "HeartbeatCreate",
+    "LegPublic",
+    "LinkBase",
+    "LinkCreate",
+    "LinkPublic",
+    "LinkSource",
+    "MemberBase",
+    "MemberPublic",
+    "NicBase",
+    "PacingBase",
+    "PacingPolicy",
+    "TransferBase",
+    "TransferCreate",
+    "TransferEventPublic",
+    "TransferPublic",
+    "TransferState",
+    "VolumeBase",
+    "VolumeSetBase",
+    "VolumeSetCreate",
+    "VolumeSetPublic",
+]
+
+BLOCK = 4096
+Name = Annotated[
+    str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+]
+_IQN = re.compile(r"^(iqn\.\d{4}-\d{2}\.[^\s]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TransferState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class PacingPolicy(StrEnum):
+    OFF = "off"
+    PER_NIC = "per-nic"
+    PER_SOCKET = "per-socket"
+
+
+class LinkSource(StrEnum):
+    DECLARED = "declared"
+    MEASURED = "measured"
+
+
+# ---------------------------------------------------------------- agents
+
+
+class NicBase(Strict):
+    name: str = Field(min_length=1, max_length=15, pattern=r"^[^/\s]+$")
+    address: str = Field(min_length=1, max_length=64, description="IPv4/IPv6 address")
+    speed_bps: int = Field(gt=0, description="line rate in bits per second")
+
+
+class VolumeBase(Strict):
+    """A volume of the agent: a local ``path``, or an ``iqn`` and ``lun`` it serves."""
+
+    name: Name
+    path: str | None = Field(default=None, min_length=1, max_length=4096)
+    iqn: str | None = Field(default=None, max_length=223)
+    lun: int | None = Field(default=None, ge=0, le=16383)
+    size_bytes: int = Field(gt=0)
+    block_size: int = Field(default=512, ge=512, le=1 << 20)
+
+    @field_validator("iqn")
+    @classmethod
+    def _iqn(cls, value: str | None) -> str | None:
+        if value is not None and not _IQN.match(value):
+            raise ValueError(f"{value!r} is not an iSCSI name (iqn., eui. or naa.)")
+        return value
+
+    @field_validator("block_size")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if value & (value - 1):
+            raise ValueError("block_size must be a power of two")
+        return value
+
+    @model_validator(mode="after")
+    def _where(self) -> VolumeBase:
+        if (self.path is None) == (self.iqn is None):
+            raise ValueError("give either path or iqn (with lun)")
+        if (self.iqn is None) != (self.lun is None):
+            raise ValueError("iqn and lun go together")
+        if self.size_bytes % self.block_size:
+            raise ValueError("size_bytes must be a multiple of block_size")
+        return self
+
+
+class AgentBase(Strict):
+    name: Name
+    control_url: AnyHttpUrl = Field(description="the agent's control API, e.g. http://host:8740")
+    nics: list[NicBase] = Field(default_factory=list, max_length=64)
+    volumes: list[VolumeBase] = Field(default_factory=list, max_length=4096)
+    capabilities: list[str] = Field(default_factory=list, max_length=64)
+
+    @field_validator("nics", "volumes")
+    @classmethod
+    def _unique_names(
+        cls, value: list[NicBase] | list[VolumeBase]
+    ) -> list[NicBase] | list[VolumeBase]:
+        names = [item.name for item in value]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"the name {name!r} appears twice")
+        return value
+
+    @field_validator("capabilities")
+    @classmethod
+    def _capabilities(cls, value: list[str]) -> list[str]:
+        for cap in value:
+            if not 0 < len(cap) <= 64:
+                raise ValueError("a capability is 1 to 64 characters")
+        return sorted(set(value))
+
+
+class AgentCreate(AgentBase):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "site-a-disk-1",
+                    "control_url": "https://10.0.1.11:8740",
+                    "api_token": "the-agent-api-token-for-the-coordinator",
+                    "nics": [{"name": "eth1", "address": "10.0.1.11", "speed_bps": 10**10}],
+                    "volumes": [
+                        {"name": "vol0", "path": "/dev/nvme0n1", "size_bytes": 1 << 40},
+                        {
+                            "name": "lun1",
+                            "iqn": "iqn.2026-11.org.reservoir:site-a-disk-1",
+                            "lun": 1,
+                            "size_bytes": 1 << 40,
+                            "block_size": 4096,
+                        },
+                    ],
+                    "capabilities": ["io_uring", "bpf-cwnd-clamp", "fq"],
+                }
+            ]
+        }
+    )
+    api_token: SecretStr = Field(
+        min_length=16, max_length=1024, description="the agent's API token (write-only)"
+    )
+
+
+class HeartbeatCreate(Strict):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"status": "ok", "version": "0.1.0"}]}
+    )
+    status: str = Field(default="ok", min_length=1, max_length=32)
+    version: str | None = Field(default=None, max_length=64)
+
+
+class AgentPublic(AgentBase):
+    id: str
+    has_api_token: bool = True
+    status: str
+    version: str | None
+    registered_at: datetime
+    last_heartbeat_at: datetime | None
+
+
+# ---------------------------------------------------------------- volume sets
+
+
+class MemberBase(Strict):
+    agent_id: str = Field(min_length=1, max_length=36)
+    volume: str = Field(min_length=1, max_length=128, description="the agent's volume name")
+
+
+class MemberPublic(MemberBase):
+    agent_name: str
+    size_bytes: int
+
+
+class VolumeSetBase(Strict):
+    name: Name
+    members: list[MemberBase] = Field(min_length=1, max_length=1024)
+    stripe_unit: int = Field(
+        default=4 << 20, gt=0, le=1 << 34, description="bytes, a multiple of 4096"
+    )
+
+    @field_validator("stripe_unit")
+    @classmethod
+    def _aligned(cls, value: int) -> int:
+        if value % BLOCK:
+            raise ValueError(f"stripe_unit must be a multiple of {BLOCK}")
+        return value
+
+
+class VolumeSetCreate(VolumeSetBase):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "site-a-images",
+                    "members": [
+                        {"agent_id": "6f1c0d9e-4c7b-4c41-9d0e-5b1e0f1a2b3c", "volume": "vol0"},
+                        {"agent_id": "0b7e3a55-1f0d-4f4a-8c43-9a8e7d6c5b4a", "volume": "vol0"},
+                    ],
+                    "stripe_unit": 4 << 20,
+                }
+            ]
+        }
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> VolumeSetCreate:
+        seen = [(m.agent_id, m.volume) for m in self.members]
+        if len(set(seen)) != len(seen):
+            raise ValueError("a volume appears twice in members")
+        return self
+
+
+class VolumeSetPublic(VolumeSetBase):
+    id: str
+    members: list[MemberPublic]  # type: ignore[assignment]  # the richer member
+    capacity_bytes: int = Field(description="striped capacity: members x smallest member")
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- links
+
+
+class LinkBase(Strict):
+    name: Name
+    agent_a: str = Field(min_length=1, max_length=36, description="agent id")
+    nic_a: str = Field(min_length=1, max_length=15)
+    agent_b: str = Field(min_length=1, max_length=36, description="agent id")
+    nic_b: str = Field(min_length=1, max_length=15)
+    capacity_bps: int = Field(gt=0, description="bits per second")
+    rtt_ms: float = Field(ge=0, le=10_000)
+    source: LinkSource = LinkSource.DECLARED
+
+    @model_validator(mode="after")
+    def _two_ends(self) -> LinkBase:
+        if self.agent_a == self.agent_b:
+            raise ValueError("a link joins two different agents")
+        return self
+
+
+class LinkCreate(LinkBase):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "a1-b1-lfn",
+                    "agent_a": "6f1c0d9e-4c7b-4c41-9d0e-5b1e0f1a2b3c",
+                    "nic_a": "eth1",
+                    "agent_b": "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a",
+                    "nic_b": "eth1",
+                    "capacity_bps": 10**10,
+                    "rtt_ms": 100.0,
+                    "source": "declared",
+                }
+            ]
+        }
+    )
+
+
+class LinkPublic(LinkBase):
+    id: str
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- transfers
+
+
+class PacingBase(Strict):
+    policy: PacingPolicy = PacingPolicy.PER_NIC
+    margin: float = Field(
+        default=0.05, ge=0, lt=1, description="fraction of the share left unused, 0.05 = 5%"
+    )
+
+
+class TransferBase(Strict):
+    source: str = Field(min_length=1, max_length=36, description="source volume set id")
+    destination: str = Field(min_length=1, max_length=36, description="destination volume set id")
+    streams_per_pair: int = Field(default=8, ge=1, le=256)
+    paths: list[str] = Field(default_factory=list, max_length=64, description="link ids")
+    pacing: PacingBase = Field(default_factory=PacingBase)
+    equalizer: bool = True
+    verify: bool = True
+
+    @model_validator(mode="after")
+    def _different_sets(self) -> TransferBase:
+        if self.source == self.destination:
+            raise ValueError("source and destination are the same volume set")
+        if len(set(self.paths)) != len(self.paths):
+            raise ValueError("a link appears twice in paths")
+        return self
+
+
+class TransferCreate(TransferBase):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "3a0f6c2e-8d1b-4b7a-9e5c-2d4f6a8b0c1e",
+                    "destination": "7c5e3a1f-9b8d-4c6e-a2f0-1e3d5c7b9a8f",
+                    "streams_per_pair": 16,
+                    "paths": ["5b9d7f1a-3c5e-4a7b-9d1f-3e5a7c9b1d2f"],
+                    "pacing": {"policy": "per-nic", "margin": 0.05},
+                    "equalizer": True,
+                    "verify": True,
+                }
+            ]
+        }
+    )
+
+
+class LegPublic(BaseModel):
+    index: int
+    source_agent: str
+    source_volume: str
+    dest_agent: str
+    dest_volume: str
+    bytes: int
+    streams: int
+    paths: list[str]
+    state: TransferState
+
+
+class TransferPublic(TransferBase):
+    id: str
+    state: TransferState
+    total_bytes: int
+    legs: list[LegPublic]
+    created_at: datetime
+    updated_at: datetime
+
+
+class TransferEventPublic(BaseModel):
+    id: int
+    at: datetime
+    kind: str
+    from_state: TransferState | None
+    to_state: TransferState | None
+    detail: str
+
+
+class Health(BaseModel):
+    status: str = "ok"

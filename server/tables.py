@@ -1,0 +1,250 @@
+"""The database schema: SQLAlchemy 2.0 typed declarative tables.
+
+Every change here needs an Alembic revision in ``migrations/versions``
+(``tests/integration/test_server_api.py`` checks that the two agree).
+Times are stored in UTC. Agents' API tokens are stored as given (the coordinator
+must present them to the agents): protect the database, they are never returned.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = [
+    "Agent",
+    "AgentNic",
+    "AgentVolume",
+    "Base",
+    "Link",
+    "Transfer",
+    "TransferEvent",
+    "TransferLeg",
+    "TransferPath",
+    "UtcDateTime",
+    "VolumeSet",
+    "VolumeSetMember",
+    "new_id",
+    "utcnow",
+]
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+NAME = 128
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime, also on SQLite (which drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UtcDateTime,
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+    }
+
+
+def _id() -> Mapped[str]:
+    return mapped_column(String(36), primary_key=True, default=new_id)
+
+
+def _fk(target: str, ondelete: str = "CASCADE") -> Mapped[Any]:
+    return mapped_column(ForeignKey(target, ondelete=ondelete), index=True)
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    control_url: Mapped[str] = mapped_column(String(2048))
+    api_token: Mapped[str] = mapped_column(String(1024))
+    capabilities: Mapped[list[Any]]
+    registered_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_heartbeat_at: Mapped[datetime | None]
+    status: Mapped[str] = mapped_column(String(32), default="registered")
+    version: Mapped[str | None] = mapped_column(String(64))
+
+    nics: Mapped[list[AgentNic]] = relationship(
+        back_populates="agent", cascade="all, delete-orphan", order_by="AgentNic.id"
+    )
+    volumes: Mapped[list[AgentVolume]] = relationship(
+        back_populates="agent", cascade="all, delete-orphan", order_by="AgentVolume.id"
+    )
+
+
+class AgentNic(Base):
+    __tablename__ = "agent_nics"
+    __table_args__ = (UniqueConstraint("agent_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent_id: Mapped[str] = _fk("agents.id")
+    name: Mapped[str] = mapped_column(String(NAME))
+    address: Mapped[str] = mapped_column(String(64))
+    speed_bps: Mapped[int] = mapped_column(BigInteger)
+
+    agent: Mapped[Agent] = relationship(back_populates="nics")
+
+
+class AgentVolume(Base):
+    __tablename__ = "agent_volumes"
+    __table_args__ = (UniqueConstraint("agent_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent_id: Mapped[str] = _fk("agents.id")
+    name: Mapped[str] = mapped_column(String(NAME))
+    path: Mapped[str | None] = mapped_column(String(4096))
+    iqn: Mapped[str | None] = mapped_column(String(223))
+    lun: Mapped[int | None]
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    block_size: Mapped[int]
+
+    agent: Mapped[Agent] = relationship(back_populates="volumes")
+
+
+class VolumeSet(Base):
+    __tablename__ = "volume_sets"
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    stripe_unit: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    members: Mapped[list[VolumeSetMember]] = relationship(
+        cascade="all, delete-orphan", order_by="VolumeSetMember.position"
+    )
+
+
+class VolumeSetMember(Base):
+    __tablename__ = "volume_set_members"
+    __table_args__ = (UniqueConstraint("volume_set_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    volume_set_id: Mapped[str] = _fk("volume_sets.id")
+    position: Mapped[int]
+    volume_id: Mapped[int] = _fk("agent_volumes.id", ondelete="RESTRICT")
+
+    volume: Mapped[AgentVolume] = relationship()
+
+
+class Link(Base):
+    __tablename__ = "links"
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    agent_a_id: Mapped[str] = _fk("agents.id", ondelete="RESTRICT")
+    nic_a: Mapped[str] = mapped_column(String(NAME))
+    agent_b_id: Mapped[str] = _fk("agents.id", ondelete="RESTRICT")
+    nic_b: Mapped[str] = mapped_column(String(NAME))
+    capacity_bps: Mapped[int] = mapped_column(BigInteger)
+    rtt_ms: Mapped[float]
+    source: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Transfer(Base):
+    __tablename__ = "transfers"
+
+    id: Mapped[str] = _id()
+    source_set_id: Mapped[str] = _fk("volume_sets.id", ondelete="RESTRICT")
+    dest_set_id: Mapped[str] = _fk("volume_sets.id", ondelete="RESTRICT")
+    streams_per_pair: Mapped[int]
+    pacing_policy: Mapped[str] = mapped_column(String(16))
+    pacing_margin: Mapped[float]
+    equalizer: Mapped[bool]
+    verify: Mapped[bool]
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    total_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    paths: Mapped[list[TransferPath]] = relationship(
+        cascade="all, delete-orphan", order_by="TransferPath.position"
+    )
+    legs: Mapped[list[TransferLeg]] = relationship(
+        cascade="all, delete-orphan", order_by="TransferLeg.index"
+    )
+    events: Mapped[list[TransferEvent]] = relationship(
+        cascade="all, delete-orphan", order_by="TransferEvent.id"
+    )
+
+
+class TransferPath(Base):
+    __tablename__ = "transfer_paths"
+    __table_args__ = (UniqueConstraint("transfer_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transfer_id: Mapped[str] = _fk("transfers.id")
+    position: Mapped[int]
+    link_id: Mapped[str] = _fk("links.id", ondelete="RESTRICT")
+
+
+class TransferLeg(Base):
+    __tablename__ = "transfer_legs"
+    __table_args__ = (UniqueConstraint("transfer_id", "index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transfer_id: Mapped[str] = _fk("transfers.id")
+    index: Mapped[int]
+    source_volume_id: Mapped[int] = _fk("agent_volumes.id", ondelete="RESTRICT")
+    dest_volume_id: Mapped[int] = _fk("agent_volumes.id", ondelete="RESTRICT")
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    streams: Mapped[int]
+    link_ids: Mapped[list[Any]]
+    state: Mapped[str] = mapped_column(String(16))
+
+    source_volume: Mapped[AgentVolume] = relationship(foreign_keys=[source_volume_id])
+    dest_volume: Mapped[AgentVolume] = relationship(foreign_keys=[dest_volume_id])
+
+
+class TransferEvent(Base):
+    __tablename__ = "transfer_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transfer_id: Mapped[str] = _fk("transfers.id")
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    kind: Mapped[str] = mapped_column(String(32))
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str | None] = mapped_column(String(16))
+    detail: Mapped[str] = mapped_column(String(4096), default="")

@@ -1,0 +1,219 @@
+"""The coordinator's routes over an in-process ASGI client: registry rules and transfers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from reservoir.server import ServerSettings, create_app, db
+
+USER = "unit-user-token-0123456789abcdef"
+AGENT = "unit-agent-token-0123456789abcdef"
+MiB = 1 << 20
+Json = dict[str, Any]
+
+
+class InProcess(httpx.BaseTransport):
+    """A synchronous transport into the ASGI app: one short event loop per request."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.asgi = httpx.ASGITransport(app=app)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        async def send() -> httpx.Response:
+            response = await self.asgi.handle_async_request(request)
+            body = await response.aread()
+            return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+        request.read()
+        return asyncio.run(send())
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[httpx.Client]:
+    """The app in process on a fresh SQLite file migrated to head (as the lifespan does)."""
+    settings = ServerSettings(
+        database_url=f"sqlite:///{tmp_path / 'server.db'}",
+        user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
+        agent_tokens=[AGENT],  # type: ignore[list-item]
+    )
+    engine = db.make_engine(settings.database_url)
+    db.upgrade(engine)
+    headers = {"Authorization": f"Bearer {USER}"}
+    app = create_app(settings, engine=engine)
+    with httpx.Client(
+        transport=InProcess(app), base_url="http://server/api/v1", headers=headers
+    ) as c:
+        yield c
+    engine.dispose()
+
+
+def ok(response: httpx.Response, code: int = 201) -> Json:
+    assert response.status_code == code, response.text
+    data: Json = response.json()
+    return data
+
+
+def agent(c: httpx.Client, name: str, volumes: int = 1, size: int = 64 * MiB) -> Json:
+    body = {
+        "name": name,
+        "control_url": "http://127.0.0.1:8740",
+        "api_token": "agent-api-token-0123456789",
+        "nics": [{"name": "eth0", "address": "10.0.0.1", "speed_bps": 10**10}],
+        "volumes": [
+            {"name": f"v{i}", "path": f"/v{i}", "size_bytes": size} for i in range(volumes)
+        ],
+    }
+    return ok(c.post("/agents", json=body))
+
+
+def volume_set(c: httpx.Client, name: str, agents: list[Json], unit: int = MiB) -> Json:
+    members = [{"agent_id": a["id"], "volume": "v0"} for a in agents]
+    body = {"name": name, "members": members, "stripe_unit": unit}
+    return ok(c.post("/volume-sets", json=body))
+
+
+def link(c: httpx.Client, name: str, a: Json, b: Json) -> Json:
+    body = {
+        "name": name,
+        "agent_a": a["id"],
+        "nic_a": "eth0",
+        "agent_b": b["id"],
+        "nic_b": "eth0",
+        "capacity_bps": 10**10,
+        "rtt_ms": 100,
+    }
+    return ok(c.post("/links", json=body))
+
+
+def test_agent_token_is_never_returned(api: httpx.Client) -> None:
+    created = agent(api, "a1")
+    listed = api.get("/agents").json()
+    for body in (created, listed[0]):
+        assert "api_token" not in body and body["has_api_token"] is True
+    assert "agent-api-token" not in (api.get(f"/agents/{created['id']}")).text
+
+
+def test_duplicate_agent_name_is_409(api: httpx.Client) -> None:
+    agent(api, "a1")
+    r = api.post("/agents", json={"name": "a1", "control_url": "http://h:1", "api_token": "x" * 20})
+    assert r.status_code == 409
+    assert r.json()["detail"] == "an agent named 'a1' is registered already"
+
+
+def test_unknown_ids_are_404_naming_the_id(api: httpx.Client) -> None:
+    for path, kind in [
+        ("/agents/nope", "agent"),
+        ("/volume-sets/nope", "volume set"),
+        ("/links/nope", "link"),
+        ("/transfers/nope", "transfer"),
+        ("/transfers/nope/events", "transfer"),
+    ]:
+        r = api.get(path)
+        assert r.status_code == 404 and r.json()["detail"] == f"no {kind} 'nope'"
+    r = api.post("/transfers/nope/pause")
+    assert r.status_code == 404
+
+
+def test_volume_set_with_unknown_agent_is_422_at_the_member(api: httpx.Client) -> None:
+    a1 = agent(api, "a1")
+    members = [{"agent_id": a1["id"], "volume": "v0"}, {"agent_id": "ghost", "volume": "v0"}]
+    r = api.post("/volume-sets", json={"name": "s", "members": members})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "members", 1, "agent_id"]
+
+
+def test_link_to_a_missing_nic_is_422_at_the_nic(api: httpx.Client) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1")
+    body = {
+        "name": "l",
+        "agent_a": a1["id"],
+        "nic_a": "eth0",
+        "agent_b": b1["id"],
+        "nic_b": "eth9",
+        "capacity_bps": 1,
+        "rtt_ms": 1,
+    }
+    r = api.post("/links", json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0] == {
+        "loc": ["body", "nic_b"],
+        "msg": "agent 'b1' has no NIC 'eth9'",
+        "type": "value_error",
+    }
+
+
+def test_transfer_to_a_smaller_destination_is_422(api: httpx.Client) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1", size=32 * MiB)
+    src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
+    r = api.post("/transfers", json={"source": src["id"], "destination": dst["id"]})
+    assert r.status_code == 422
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == ["body", "destination"]
+    assert detail["msg"] == f"the destination holds {32 * MiB} bytes, the source needs {64 * MiB}"
+
+
+def test_transfer_paths_must_join_each_legs_agents(api: httpx.Client) -> None:
+    a1, a2, b1, b2 = [agent(api, n) for n in ("a1", "a2", "b1", "b2")]
+    src = volume_set(api, "src", [a1, a2])
+    dst = volume_set(api, "dst", [b1, b2])
+    only_a1_b1 = link(api, "l1", a1, b1)
+    body = {"source": src["id"], "destination": dst["id"], "paths": [only_a1_b1["id"]]}
+    r = api.post("/transfers", json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "paths"]
+    assert "agent 'a2' and agent 'b2'" in r.json()["detail"][0]["msg"]
+    r = api.post("/transfers", json={**body, "paths": ["ghost"]})
+    assert r.json()["detail"][0]["loc"] == ["body", "paths", 0]
+
+
+def test_two_sources_to_four_destinations_deal_round_robin(api: httpx.Client) -> None:
+    a = [agent(api, f"a{i}") for i in range(2)]
+    b = [agent(api, f"b{i}", size=32 * MiB) for i in range(4)]
+    src, dst = volume_set(api, "src", a), volume_set(api, "dst", b)
+    t = ok(api.post("/transfers", json={"source": src["id"], "destination": dst["id"]}))
+    got = {(leg["source_agent"], leg["dest_agent"]) for leg in t["legs"]}
+    assert got == {(a[j % 2]["id"], b[j]["id"]) for j in range(4)}
+    assert t["total_bytes"] == 128 * MiB == sum(leg["bytes"] for leg in t["legs"])
+
+
+def test_things_in_use_cannot_be_deleted(api: httpx.Client) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1")
+    src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
+    l1 = link(api, "l1", a1, b1)
+    body = {"source": src["id"], "destination": dst["id"], "paths": [l1["id"]]}
+    ok(api.post("/transfers", json=body))
+    for path in (f"/agents/{a1['id']}", f"/volume-sets/{src['id']}", f"/links/{l1['id']}"):
+        r = api.delete(path)
+        assert r.status_code == 409, path
+    other = agent(api, "lonely")
+    assert (api.delete(f"/agents/{other['id']}")).status_code == 204
+    assert (api.get(f"/agents/{other['id']}")).status_code == 404
+
+
+def test_cancelled_transfer_refuses_resume_with_409(api: httpx.Client) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1")
+    src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
+    t = ok(api.post("/transfers", json={"source": src["id"], "destination": dst["id"]}))
+    cancelled = ok(api.post(f"/transfers/{t['id']}/cancel"), 200)
+    assert {leg["state"] for leg in cancelled["legs"]} == {"cancelled"}
+    r = api.post(f"/transfers/{t['id']}/resume")
+    assert r.status_code == 409
+    reason = "cannot resume a transfer that is cancelled (only from paused, failed)"
+    assert r.json()["detail"] == f"transfer '{t['id']}': {reason}"
+
+
+def test_openapi_documents_every_route_with_a_summary(api: httpx.Client) -> None:
+    spec = ok(api.get("/openapi.json"), 200)
+    operations = [op for path in spec["paths"].values() for op in path.values()]
+    assert len(operations) >= 17
+    assert all(op.get("summary") for op in operations)
+    for name in ("AgentCreate", "VolumeSetCreate", "LinkCreate", "TransferCreate"):
+        assert spec["components"]["schemas"][name]["examples"], name
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]

@@ -1,0 +1,141 @@
+"""The coordinator's settings: insecure configurations refused with one clear line."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from reservoir.cli import build_parser
+from reservoir.server.core import security
+from reservoir.server.core.config import (
+    MIN_TOKEN_LENGTH,
+    ServerSettings,
+    SettingsError,
+    load_settings,
+    with_generated_tokens,
+)
+
+USER = "user-token-0123456789abcdef"
+AGENT = "agent-token-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith("RESERVOIR_SERVER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "server.toml"
+    path.write_text(body)
+    return path
+
+
+def test_production_refuses_to_start_without_tokens() -> None:
+    with pytest.raises(SettingsError, match="user_tokens is empty") as info:
+        load_settings()
+    assert "RESERVOIR_SERVER_ENVIRONMENT=development" in str(info.value)
+
+
+def test_production_refuses_short_tokens_without_showing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RESERVOIR_SERVER_USER_TOKENS", '["short-secret"]')
+    monkeypatch.setenv("RESERVOIR_SERVER_AGENT_TOKENS", f'["{AGENT}"]')
+    with pytest.raises(SettingsError, match=f"{MIN_TOKEN_LENGTH} characters") as info:
+        load_settings()
+    assert "short-secret" not in str(info.value)
+
+
+def test_a_token_may_not_be_both_a_users_and_an_agents() -> None:
+    with pytest.raises(SettingsError, match="both a user's and an agent's"):
+        load_settings(user_tokens=[USER], agent_tokens=[security.hash_token(USER)])
+
+
+def test_cors_open_to_everyone_is_refused_outside_development() -> None:
+    with pytest.raises(SettingsError, match="cors_origins"):
+        load_settings(user_tokens=[USER], agent_tokens=[AGENT], cors_origins=["*"])
+
+
+def test_defaults_are_loopback_sqlite_and_no_cors(tmp_path: Path) -> None:
+    settings = load_settings(user_tokens=[USER], agent_tokens=[AGENT])
+    assert (settings.host, settings.port) == ("127.0.0.1", 8470)
+    assert settings.database_url == f"sqlite:///{tmp_path / 'state' / 'reservoir' / 'server.db'}"
+    assert settings.cors_origins == []
+
+
+def test_hashed_tokens_are_accepted_and_only_digests_are_compared() -> None:
+    settings = load_settings(user_tokens=[security.hash_token(USER)], agent_tokens=[AGENT])
+    assert security.matches(USER, settings.user_digests)
+    assert not security.matches(AGENT, settings.user_digests)
+    assert security.matches(AGENT, settings.agent_digests)
+
+
+def test_command_line_beats_environment_beats_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(
+        tmp_path,
+        f'[server]\nlisten = "127.0.0.1:1"\ndatabase_url = "sqlite:///file.db"\n'
+        f'user_tokens = ["{security.hash_token(USER)}"]\nagent_tokens = ["{AGENT}"]\n',
+    )
+    monkeypatch.setenv("RESERVOIR_SERVER_LISTEN", "127.0.0.1:2")
+    settings = load_settings(path, listen=None, database_url="sqlite:///cli.db")
+    assert settings.listen == "127.0.0.1:2"
+    assert settings.database_url == "sqlite:///cli.db"
+    assert load_settings(path, listen="127.0.0.1:3").listen == "127.0.0.1:3"
+
+
+def test_config_file_without_a_server_table_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"no \[server\] table"):
+        load_settings(write(tmp_path, "[agent]\n"))
+
+
+def test_bad_listen_address_is_refused() -> None:
+    with pytest.raises(SettingsError, match=r"server\.listen"):
+        load_settings(listen="nowhere", user_tokens=[USER], agent_tokens=[AGENT])
+
+
+def test_development_generates_missing_tokens_once() -> None:
+    settings = load_settings(environment="development", user_tokens=[USER])
+    settings, made = with_generated_tokens(settings)
+    assert set(made) == {"agent"}
+    assert len(made["agent"]) >= MIN_TOKEN_LENGTH
+    assert security.matches(made["agent"], settings.agent_digests)
+    assert security.matches(USER, settings.user_digests)
+
+
+def test_production_settings_get_no_generated_tokens() -> None:
+    settings = ServerSettings(user_tokens=[USER], agent_tokens=[AGENT])  # type: ignore[list-item]
+    assert with_generated_tokens(settings) == (settings, {})
+
+
+def test_cli_registers_the_server_command() -> None:
+    args = build_parser().parse_args(
+        ["server", "--db", "sqlite:///x.db", "--listen", "127.0.0.1:9", "--config", "s.toml"]
+    )
+    assert (args.db, args.listen, args.config) == ("sqlite:///x.db", "127.0.0.1:9", "s.toml")
+
+
+def test_cli_refuses_insecure_start_with_a_clear_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = build_parser().parse_args(["server"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("reservoir server: ")
+    assert "user_tokens is empty: set RESERVOIR_SERVER_USER_TOKENS" in err
+
+
+def test_cli_hashes_a_token_from_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(USER + "\n"))
+    args = build_parser().parse_args(["server", "--hash-token"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip() == security.hash_token(USER)
