@@ -1,0 +1,227 @@
+"""The stream equalizer (design section 3.2): per-connection cwnd caps that let slow
+streams catch up without lowering the aggregate.
+
+The paper's observation: with many parallel streams on a long path, per-stream rates
+diverge and keep diverging; the fast ones fill the queues and the slow ones never
+recover.  Capping the fast ones' windows lets the slow ones grow, and raised the
+aggregate.  The control law, run every interval (>= 2 Hz) over one transfer's
+streams, separately for every group of streams sharing a bottleneck (a path):
+
+1. Each stream's rate ``r`` is smoothed (EWMA, ``alpha``) from its telemetry, with
+   its smoothed RTT and MSS.
+2. The fair share is ``f = sum(r) / n`` and the fairness Jain's index
+   ``J = sum(r)^2 / (n * sum(r^2))``.
+3. A multiplier ``m >= 1`` says how far above the fair share a stream may run: a
+   stream faster than ``(1 + tolerance) * f`` is capped at the window that carries
+   ``m * f`` at its own RTT, ``max(min_cwnd, m * f * srtt / mss)`` segments, and
+   stays capped (the cap following ``f``) while caps are in force; the others are
+   not capped, so they grow into the room the fast ones leave.
+4. ``m`` adapts on the aggregate, AIMD style: when the smoothed aggregate falls
+   below ``(1 - drop)`` of the reference (the best smoothed aggregate of the last
+   ``memory`` intervals) the caps cost throughput, and ``m`` grows by ``relax``;
+   otherwise, while ``J`` is below ``target``, ``m`` shrinks by ``tighten`` (never
+   below 1); once fair, ``m`` grows slowly by ``drift`` so caps lift when they are no
+   longer needed (a capped stream at ``m_max`` is uncapped).
+5. Only a cap that appears, disappears or moves by more than ``change`` (relative) is
+   pushed; each is a :class:`Decision`, which the caller records as an event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+HEADERS = 52  # IPv4 + TCP with timestamps: MSS = MTU - 52
+
+
+@dataclass(frozen=True, slots=True)
+class EqualizerConfig:
+    alpha: float = 0.5  # EWMA weight of the newest rate sample
+    tolerance: float = 0.05  # streams within this of the fair share are left alone
+    min_cwnd: int = 10  # segments: never cap below the initial window
+    tighten: float = 0.9
+    relax: float = 1.25
+    drift: float = 1.02
+    m_start: float = 1.5
+    m_max: float = 3.0
+    drop: float = 0.03  # aggregate loss that counts as caused by the caps
+    target: float = 0.98  # Jain's index that counts as fair
+    change: float = 0.05  # smaller cap moves are not pushed
+    memory: int = 20  # intervals the reference aggregate looks back
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha <= 1:
+            raise ValueError("alpha must be in (0, 1]")
+        if not 0 < self.tighten < 1 < self.relax or self.drift < 1:
+            raise ValueError("need tighten < 1 < relax and drift >= 1")
+        if not 1 <= self.m_start <= self.m_max:
+            raise ValueError("need 1 <= m_start <= m_max")
+        if self.min_cwnd < 1 or self.memory < 1:
+            raise ValueError("min_cwnd and memory must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSample:
+    """One stream's telemetry for one interval."""
+
+    stream: str
+    group: str  # the bottleneck it shares (its path)
+    rate: float  # bytes per second
+    srtt: float  # seconds
+    mss: int  # bytes
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], group: str | None = None) -> StreamSample:
+        """From a telemetry record (iperf3 names: bits_per_second, rtt in us, pmtu)."""
+        pmtu = int(record.get("pmtu") or 1500)
+        return cls(
+            stream=str(record["stream"]),
+            group=group if group is not None else str(record.get("path", "")),
+            rate=float(record["bits_per_second"]) / 8,
+            srtt=float(record["rtt"]) / 1e6,
+            mss=max(1, pmtu - HEADERS),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A cap set (``new`` segments), moved or lifted (``new`` None) on one stream."""
+
+    time: float
+    stream: str
+    group: str
+    old: int | None
+    new: int | None
+    fair_share: float  # bytes per second
+    jain: float
+    aggregate: float  # bytes per second, smoothed
+    multiplier: float
+    reason: str
+
+
+def jain(rates: Iterable[float]) -> float:
+    """Jain's fairness index: 1 when all equal, 1/n when one stream has everything."""
+    values = list(rates)
+    square_sum = sum(r * r for r in values)
+    if not values or square_sum == 0:
+        return 1.0
+    return sum(values) ** 2 / (len(values) * square_sum)
+
+
+@dataclass(frozen=True, slots=True)
+class _Interval:
+    """A group's figures for one interval, carried into its decisions."""
+
+    now: float
+    fair: float
+    jain: float
+    aggregate: float
+    multiplier: float
+    reason: str
+
+
+@dataclass
+class _Group:
+    multiplier: float
+    rates: dict[str, float] = field(default_factory=dict)  # smoothed
+    aggregates: deque[float] = field(default_factory=deque)
+
+
+class Equalizer:
+    """The control law's state for one transfer; :meth:`step` once per interval."""
+
+    def __init__(self, config: EqualizerConfig | None = None) -> None:
+        self.config = config or EqualizerConfig()
+        self.caps: dict[str, int] = {}  # stream -> cwnd cap in segments
+        self._groups: dict[str, _Group] = {}
+
+    def step(self, samples: Iterable[StreamSample], now: float) -> list[Decision]:
+        """Feeds one interval's samples; returns the cap changes to push."""
+        by_group: dict[str, list[StreamSample]] = {}
+        for sample in samples:
+            by_group.setdefault(sample.group, []).append(sample)
+        decisions: list[Decision] = []
+        for name, group_samples in sorted(by_group.items()):
+            decisions += self._step_group(name, group_samples, now)
+        return decisions
+
+    def forget(self, stream: str) -> None:
+        """A stream that ended: its cap and smoothed rate go."""
+        self.caps.pop(stream, None)
+        for group in self._groups.values():
+            group.rates.pop(stream, None)
+
+    # ------------------------------------------------------------ one group
+
+    def _step_group(self, name: str, samples: list[StreamSample], now: float) -> list[Decision]:
+        cfg = self.config
+        group = self._groups.setdefault(name, _Group(cfg.m_start))
+        for s in samples:
+            old = group.rates.get(s.stream)
+            group.rates[s.stream] = (
+                s.rate if old is None else cfg.alpha * s.rate + (1 - cfg.alpha) * old
+            )
+        rates = [group.rates[s.stream] for s in samples]
+        aggregate = sum(rates)
+        fair, index = aggregate / len(rates), jain(rates)
+        reason = self._adapt(group, aggregate, index)
+        interval = _Interval(now, fair, index, aggregate, group.multiplier, reason)
+        decisions = []
+        for s, rate in zip(samples, rates, strict=True):
+            wanted = self._cap_for(s, rate, fair, group.multiplier)
+            decision = self._change(s, wanted, interval)
+            if decision is not None:
+                decisions.append(decision)
+        return decisions
+
+    def _adapt(self, group: _Group, aggregate: float, index: float) -> str:
+        """Moves the group's multiplier; says why."""
+        cfg = self.config
+        reference = max(group.aggregates, default=aggregate)
+        group.aggregates.append(aggregate)
+        if len(group.aggregates) > cfg.memory:
+            group.aggregates.popleft()
+        if aggregate < (1 - cfg.drop) * reference:
+            group.multiplier = min(cfg.m_max, group.multiplier * cfg.relax)
+            return "aggregate below its reference: caps loosened"
+        if index < cfg.target:
+            group.multiplier = max(1.0, group.multiplier * cfg.tighten)
+            return "streams unequal: caps tightened"
+        group.multiplier = min(cfg.m_max, group.multiplier * cfg.drift)
+        return "fair: caps loosened slowly"
+
+    def _cap_for(self, s: StreamSample, rate: float, fair: float, m: float) -> int | None:
+        """A capped stream stays capped (its cap follows the fair share) until the
+        multiplier reaches ``m_max``; an uncapped one is capped once it runs faster
+        than ``(1 + tolerance)`` times the fair share."""
+        cfg = self.config
+        if m >= cfg.m_max or s.srtt <= 0:
+            return None
+        if s.stream not in self.caps and rate <= (1 + cfg.tolerance) * fair:
+            return None
+        return max(cfg.min_cwnd, round(m * fair * s.srtt / s.mss))
+
+    def _change(self, s: StreamSample, wanted: int | None, at: _Interval) -> Decision | None:
+        old = self.caps.get(s.stream)
+        if old == wanted:
+            return None
+        if old is not None and wanted is not None and abs(wanted - old) <= self.config.change * old:
+            return None
+        if wanted is None:
+            del self.caps[s.stream]
+        else:
+            self.caps[s.stream] = wanted
+        return Decision(
+            at.now,
+            s.stream,
+            s.group,
+            old,
+            wanted,
+            at.fair,
+            at.jain,
+            at.aggregate,
+            at.multiplier,
+            at.reason,
+        )

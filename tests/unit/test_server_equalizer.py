@@ -1,0 +1,142 @@
+"""The equalizer's control law: on recorded LFN telemetry, and closed-loop on a fluid
+model of streams sharing a bottleneck."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from reservoir.server.equalizer import (
+    Decision,
+    Equalizer,
+    EqualizerConfig,
+    StreamSample,
+    jain,
+)
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "telemetry-lfn-2x500m-8streams.jsonl"
+MSS = 1448
+
+
+def recorded() -> list[tuple[float, list[StreamSample]]]:
+    """The fixture's intervals: 8 streams over 2 x 500 Mbit/s, 100 ms RTT, no caps."""
+    by_time: dict[float, list[StreamSample]] = defaultdict(list)
+    for line in FIXTURE.read_text().splitlines():
+        record = json.loads(line)
+        by_time[record["time"]].append(StreamSample.from_record(record))
+    return sorted(by_time.items())
+
+
+def test_jain_index() -> None:
+    assert jain([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert jain([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain([1, 2]) == pytest.approx(9 / 10)
+    assert jain([]) == 1.0
+
+
+def test_sample_from_a_telemetry_record() -> None:
+    record = {"stream": "3", "path": "l1", "bits_per_second": 8e6, "rtt": 101078, "pmtu": 1500}
+    sample = StreamSample.from_record(record)
+    assert sample == StreamSample("3", "l1", 1e6, 0.101078, MSS)
+
+
+def test_equal_streams_get_no_caps() -> None:
+    eq = Equalizer()
+    for step in range(20):
+        samples = [StreamSample(str(i), "p", 1e6, 0.1, MSS) for i in range(8)]
+        assert eq.step(samples, float(step)) == []
+    assert eq.caps == {}
+
+
+def test_recorded_telemetry_caps_only_streams_above_their_fair_share() -> None:
+    eq = Equalizer()
+    decisions: list[Decision] = []
+    for now, samples in recorded():
+        decisions += eq.step(samples, now)
+    first: dict[str, Decision] = {}
+    for d in decisions:
+        first.setdefault(d.stream, d)
+    assert first, "unequal recorded streams got no cap"
+    for d in first.values():
+        assert d.old is None and d.new is not None and d.new >= eq.config.min_cwnd
+        assert d.reason and 0 < d.jain < 1 and d.multiplier >= 1
+    groups = {d.group for d in decisions}
+    assert groups <= {"l1", "l2"}  # each path is its own bottleneck
+
+
+def share(capacity: float, weights: dict[str, float], limits: dict[str, float]) -> dict[str, float]:
+    """Water-filling: the capacity goes to the streams in proportion to their weight
+    (how aggressive they are), none above its limit (its cap, or its window)."""
+    rates: dict[str, float] = {}
+    free = dict(weights)
+    left = capacity
+    while free:
+        total = sum(free.values())
+        over = {s for s, w in free.items() if left * w / total > limits.get(s, float("inf"))}
+        if not over:
+            rates.update({s: left * w / total for s, w in free.items()})
+            break
+        for s in over:
+            rates[s] = limits[s]
+            left -= limits[s]
+            del free[s]
+    return rates
+
+
+def run_model(
+    weights: dict[str, float], capacity: float, window_limits: dict[str, float], steps: int = 120
+) -> tuple[Equalizer, dict[str, float]]:
+    """Closes the loop: rates from the model, caps from the equalizer, caps as limits."""
+    eq = Equalizer()
+    srtt = 0.1
+    rates = share(capacity, weights, window_limits)
+    for step in range(steps):
+        samples = [StreamSample(s, "p", r, srtt, MSS) for s, r in rates.items()]
+        eq.step(samples, step * 0.5)
+        limits = dict(window_limits)
+        for s, cap in eq.caps.items():
+            limits[s] = min(limits.get(s, float("inf")), cap * MSS / srtt)
+        rates = share(capacity, weights, limits)
+    return eq, rates
+
+
+def test_fluid_model_reaches_fairness_without_losing_the_aggregate() -> None:
+    weights = {str(i): w for i, w in enumerate([4, 3, 2, 1, 1, 1, 0.5, 0.5])}
+    capacity = 125e6
+    before = share(capacity, weights, {})
+    _, after = run_model(weights, capacity, {})
+    assert jain(before.values()) < 0.8
+    assert jain(after.values()) >= 0.98
+    assert sum(after.values()) >= 0.99 * sum(before.values())
+
+
+def test_caps_loosen_when_they_cost_the_aggregate() -> None:
+    # The slow streams cannot take more than 10 MB/s each (their receive windows), so
+    # pressing the fast ones down to an equal share would lose throughput.
+    weights: dict[str, float] = {"a": 6, "b": 6, "c": 1, "d": 1}
+    limits = {"c": 10e6, "d": 10e6}
+    capacity = 100e6
+    before = share(capacity, weights, limits)
+    _, after = run_model(weights, capacity, limits)
+    assert sum(after.values()) >= 0.97 * sum(before.values())
+
+
+def test_forget_lifts_the_cap_of_a_stream_that_ended() -> None:
+    eq = Equalizer()
+    samples = [StreamSample("fast", "p", 9e6, 0.1, MSS), StreamSample("slow", "p", 1e6, 0.1, MSS)]
+    eq.step(samples, 0.0)
+    assert "fast" in eq.caps
+    eq.forget("fast")
+    assert "fast" not in eq.caps
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"alpha": 0}, {"tighten": 1.1}, {"relax": 0.9}, {"m_start": 0.5}, {"min_cwnd": 0}],
+)
+def test_config_refuses_nonsense(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        EqualizerConfig(**bad)  # type: ignore[arg-type]
