@@ -25,6 +25,7 @@ from types import TracebackType
 from . import _socket
 from ._bpf import BpfUnavailable, ClampProgram
 from ._build import BuildError, build
+from ._stale import cleanup_stale
 
 __all__ = ["MECHANISM_BPF", "MECHANISM_PACING", "CapError", "CwndCaps"]
 
@@ -57,6 +58,8 @@ class CwndCaps:
         """
         if not use_bpf:
             return cls(None, "disabled by the caller (use_bpf=False)")
+        for leftover in cleanup_stale():
+            _log.info("removed what a killed process left: %s", leftover)
         try:
             program = ClampProgram.open(build(), cgroup)
         except (BuildError, BpfUnavailable, OSError) as e:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from reservoir.agent.telemetry import sample
-from reservoir.pacing import MECHANISM_BPF, MECHANISM_PACING, CapError, CwndCaps
+from reservoir.pacing import MECHANISM_BPF, MECHANISM_PACING, CapError, CwndCaps, _stale
 from reservoir.pacing._bpf import (
+    CGROUP_PREFIX,
     ClampProgram,
+    _mounts,
     key_of,
     map_delete,
     map_lookup,
@@ -182,3 +186,23 @@ def test_cwnd_caps_refuses_a_socket_the_program_does_not_see() -> None:
             pytest.skip(f"BPF not available: {caps.why_not_bpf}")
         with pytest.raises(CapError):
             caps.set(client, 10)
+
+
+def test_leftovers_of_a_killed_owner_are_removed_and_a_live_ones_kept() -> None:
+    roots = [point for _, point, fstype in _mounts() if fstype == "cgroup2"]
+    if os.geteuid() != 0 or not roots:
+        pytest.skip("needs root and a cgroup v2 mount")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its PID no longer runs
+    dead = roots[0] / f"{CGROUP_PREFIX}{gone.pid}-abc123"
+    alive = roots[0] / f"{CGROUP_PREFIX}{os.getpid()}-def456"
+    try:
+        dead.mkdir()
+        alive.mkdir()
+        removed = _stale.cleanup_stale()
+        assert str(dead) in removed and not dead.exists()
+        assert alive.exists() and str(alive) not in removed
+    finally:
+        for path in (dead, alive):
+            if path.exists():
+                path.rmdir()
