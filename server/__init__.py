@@ -1,9 +1,9 @@
 """The coordinator: REST API over a registry of agents, volume sets, links and transfers.
 
 ``reservoir server`` serves ``/api/v1`` (FastAPI, ``main.py``) on uvicorn, with its state
-in a SQLAlchemy database (SQLite by default) migrated by Alembic at start. What runs
-transfers on the agents (scheduler, equalizer, telemetry, metrics) comes later behind
-the seam in ``scheduler.py``; this version only records what it would do.
+in a SQLAlchemy database (SQLite by default) migrated by Alembic at start. The
+scheduler (``scheduler.py``) runs each transfer's legs as copies on the source agents
+through their control API, tracks them and recovers after restarts.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from reservoir.server.core.config import ServerSettings, SettingsError, load_settings
     from reservoir.server.main import API_PREFIX, create_app
-    from reservoir.server.scheduler import NoopScheduler, Scheduler
+    from reservoir.server.scheduler import AgentScheduler, NoopScheduler, Scheduler
     from reservoir.server.serve import make_server
 
 __all__ = [
     "API_PREFIX",
+    "AgentScheduler",
     "NoopScheduler",
     "Scheduler",
     "ServerSettings",
@@ -30,6 +31,7 @@ __all__ = [
 
 _HOME = {
     "API_PREFIX": "main",
+    "AgentScheduler": "scheduler",
     "NoopScheduler": "scheduler",
     "Scheduler": "scheduler",
     "ServerSettings": "core.config",

@@ -1,4 +1,4 @@
-"""``reservoir server [--db URL] [--listen HOST:PORT] [--config FILE]``: the coordinator.
+"""``reservoir server [--db URL] [--listen HOST:PORT] [--config FILE] [--scheduler agents|off]``.
 
 Settings come from the ``[server]`` table of ``--config``, the ``RESERVOIR_SERVER_*``
 environment, then these options (``core/config.py``). ``--hash-token`` reads a token
@@ -21,6 +21,11 @@ def register(sub: Sub) -> None:
     p.add_argument("--db", metavar="URL", help="SQLAlchemy database URL (default: SQLite)")
     p.add_argument("--listen", metavar="HOST:PORT", help="default 127.0.0.1:8470")
     p.add_argument("--config", metavar="FILE", help="TOML file with a [server] table")
+    p.add_argument(
+        "--scheduler",
+        choices=("agents", "off"),
+        help="agents (default): run transfers on the agents; off: only record them",
+    )
     p.add_argument(
         "--hash-token", action="store_true", help="print the digest of a token read on stdin"
     )
@@ -45,7 +50,9 @@ def serve(args: argparse.Namespace) -> int:
     from reservoir.server.serve import make_server
 
     try:
-        settings = load_settings(args.config, database_url=args.db, listen=args.listen)
+        settings = load_settings(
+            args.config, database_url=args.db, listen=args.listen, scheduler=args.scheduler
+        )
     except SettingsError as exc:
         print(f"reservoir server: {exc}", file=sys.stderr)
         return 2

@@ -29,7 +29,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MAX_SEGMENTS", "Leg", "StripeLayout", "compute_legs", "striped_capacity"]
+__all__ = [
+    "MAX_SEGMENTS",
+    "SUPPORTED_LAYOUTS",
+    "Leg",
+    "StripeLayout",
+    "check_supported",
+    "compute_legs",
+    "striped_capacity",
+]
+
+SUPPORTED_LAYOUTS = (
+    "supported layouts: the same stripe unit on both sets, and a destination member "
+    "count equal to the source's or a multiple of it (each source member then stripes "
+    "over its destination members)"
+)
 
 MAX_SEGMENTS = 1 << 20
 
@@ -98,3 +112,24 @@ def compute_legs(source: StripeLayout, dest: StripeLayout) -> list[Leg]:
     else:
         counts = per_period
     return [Leg(s, d, n) for (s, d), n in sorted(counts.items()) if n > 0]
+
+
+def check_supported(source: StripeLayout, dest: StripeLayout) -> None:
+    """Raises ``ValueError`` unless the agents' engine can carry the transfer.
+
+    An agent copy reads one source member and writes one destination, or stripes it
+    over several destinations with one stripe unit (destination ``m`` of ``k`` gets
+    the member's stripes ``m, m + k, ...``). That expresses exactly the layouts where
+    the stripe units are equal and ``nd`` is a multiple of ``ns``: source member ``i``
+    then feeds destination members ``i, i + ns, i + 2 ns, ...`` in that order.
+    """
+    if source.stripe_unit != dest.stripe_unit:
+        raise ValueError(
+            f"the stripe units differ ({source.stripe_unit} and {dest.stripe_unit} bytes); "
+            + SUPPORTED_LAYOUTS
+        )
+    if dest.members % source.members:
+        raise ValueError(
+            f"{dest.members} destination members for {source.members} source members; "
+            + SUPPORTED_LAYOUTS
+        )

@@ -14,7 +14,7 @@ from reservoir.server import db
 from reservoir.server.api.routes import agents, health, links, transfers, volume_sets
 from reservoir.server.core.config import ServerSettings
 from reservoir.server.errors import install_handlers
-from reservoir.server.scheduler import NoopScheduler, Scheduler
+from reservoir.server.scheduler import AgentScheduler, NoopScheduler, Scheduler
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -24,15 +24,29 @@ API_PREFIX = "/api/v1"
 def create_app(
     settings: ServerSettings, *, engine: Engine | None = None, scheduler: Scheduler | None = None
 ) -> FastAPI:
-    """The app; its lifespan upgrades the database to the latest revision first."""
+    """The app; its lifespan upgrades the database to the latest revision first, then
+    starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
+    agents, ``off`` only records them) and stops it at the end."""
     engine = engine or db.make_engine(settings.database_url)
+
+    sessions = db.make_sessions(engine)
+    if scheduler is None:
+        scheduler = (
+            AgentScheduler(sessions, interval=settings.scheduler_interval)
+            if settings.scheduler == "agents"
+            else NoopScheduler()
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db.upgrade(engine)
+        if isinstance(scheduler, AgentScheduler):
+            await scheduler.start(sessions)
         try:
             yield
         finally:
+            if isinstance(scheduler, AgentScheduler):
+                await scheduler.stop()
             engine.dispose()
 
     app = FastAPI(
@@ -45,8 +59,8 @@ def create_app(
         redoc_url=None,
     )
     app.state.settings = settings
-    app.state.sessions = db.make_sessions(engine)
-    app.state.scheduler = scheduler or NoopScheduler()
+    app.state.sessions = sessions
+    app.state.scheduler = scheduler
     install_handlers(app)
     if settings.cors_origins:
         app.add_middleware(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import (
     AnyHttpUrl,
@@ -89,7 +89,13 @@ class NicBase(Strict):
 
 
 class VolumeBase(Strict):
-    """A volume of the agent: a local ``path``, or an ``iqn`` and ``lun`` it serves."""
+    """A volume of the agent: a local ``path``, or an ``iqn`` and ``lun`` it serves.
+
+    A volume written by another agent (a transfer's destination) must be served over
+    iSCSI: give ``iqn`` and ``lun``, and ``portal`` (``HOST:PORT`` of the agent's target);
+    without ``portal`` the agent's first NIC address and port 3260 are used. A source
+    volume is read by its own agent from its ``path``, or through its portal.
+    """
 
     name: Name
     path: str | None = Field(default=None, min_length=1, max_length=4096)
@@ -97,6 +103,12 @@ class VolumeBase(Strict):
     lun: int | None = Field(default=None, ge=0, le=16383)
     size_bytes: int = Field(gt=0)
     block_size: int = Field(default=512, ge=512, le=1 << 20)
+    portal: str | None = Field(
+        default=None,
+        max_length=262,
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):[0-9]{1,5}$",
+        description="HOST:PORT of the iSCSI target serving iqn/lun",
+    )
 
     @field_validator("iqn")
     @classmethod
@@ -116,6 +128,8 @@ class VolumeBase(Strict):
     def _where(self) -> VolumeBase:
         if (self.path is None) == (self.iqn is None):
             raise ValueError("give either path or iqn (with lun)")
+        if self.portal is not None and self.iqn is None:
+            raise ValueError("portal goes with iqn and lun")
         if (self.iqn is None) != (self.lun is None):
             raise ValueError("iqn and lun go together")
         if self.size_bytes % self.block_size:
@@ -355,12 +369,21 @@ class LegPublic(BaseModel):
     streams: int
     paths: list[str]
     state: TransferState
+    copy_id: str | None = Field(default=None, description="the source agent's copy")
+    copy_state: str | None = Field(default=None, description="its state, as the agent last said")
+    done_bytes: int = 0
+    last_error: str | None = None
+    summary: dict[str, Any] | None = Field(
+        default=None, description="the agent copy's summary, once completed"
+    )
 
 
 class TransferPublic(TransferBase):
     id: str
     state: TransferState
     total_bytes: int
+    done_bytes: int = 0
+    last_error: str | None = None
     legs: list[LegPublic]
     created_at: datetime
     updated_at: datetime

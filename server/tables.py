@@ -139,6 +139,7 @@ class AgentVolume(Base):
     lun: Mapped[int | None]
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     block_size: Mapped[int]
+    portal: Mapped[str | None] = mapped_column(String(262))  # HOST:PORT serving iqn/lun
 
     agent: Mapped[Agent] = relationship(back_populates="volumes")
 
@@ -196,6 +197,8 @@ class Transfer(Base):
     verify: Mapped[bool]
     state: Mapped[str] = mapped_column(String(16), index=True)
     total_bytes: Mapped[int] = mapped_column(BigInteger)
+    done_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(String(4096))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -233,6 +236,13 @@ class TransferLeg(Base):
     streams: Mapped[int]
     link_ids: Mapped[list[Any]]
     state: Mapped[str] = mapped_column(String(16))
+    # the agent copy that carries this leg (legs of one source member striped over
+    # several destination members share one copy) and what the agent last said of it
+    copy_id: Mapped[str | None] = mapped_column(String(80))
+    copy_state: Mapped[str | None] = mapped_column(String(16))
+    done_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(String(4096))
+    summary: Mapped[dict[str, Any] | None]
 
     source_volume: Mapped[AgentVolume] = relationship(foreign_keys=[source_volume_id])
     dest_volume: Mapped[AgentVolume] = relationship(foreign_keys=[dest_volume_id])

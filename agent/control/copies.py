@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,7 +65,7 @@ class CopyFn(Protocol):
     async def __call__(
         self,
         source: str,
-        dest: str,
+        dest: str | Sequence[str],
         options: CopyOptions,
         *,
         progress: Callable[[Progress], None] | None = None,
@@ -221,8 +221,23 @@ class CopyManager:
 
     # ------------------------------------------------------------ transitions
 
+    def existing(self, request: CopyCreate) -> CopyJob | None:
+        """The copy a client already created under ``request.id`` with the same request
+        (an idempotent retry), or ``None``; :class:`TransitionError` if that id holds
+        another request."""
+        job = None if request.id is None else self.jobs.get(request.id)
+        if job is None:
+            return None
+        if job.request != request:
+            raise TransitionError(f"copy {job.id} exists with another request")
+        return job
+
     def create(self, request: CopyCreate) -> CopyJob:
-        copy_id = secrets.token_hex(8)
+        """A new copy, started; under ``request.id`` if given (a copy created again under
+        the id of a lost one resumes from its checkpoint, if that is still there)."""
+        copy_id = request.id or secrets.token_hex(8)
+        if copy_id in self.jobs:
+            raise TransitionError(f"copy {copy_id} exists")
         checkpoint = self.state_dir / "checkpoints" / f"{copy_id}.json"
         job = CopyJob(copy_id, request, checkpoint)
         self.jobs[copy_id] = job
@@ -325,6 +340,7 @@ class CopyManager:
     def _options(self, job: CopyJob) -> CopyOptions:
         r = job.request
         return CopyOptions(
+            stripe_unit=r.stripe_unit or CopyOptions.stripe_unit,
             streams=r.streams,
             extent_size=r.extent_size,
             paths=list(r.paths),
@@ -357,7 +373,7 @@ class CopyManager:
                 options = self._options(job)
                 summary = await self.copy_fn(
                     job.request.source, job.request.dest, options, progress=on_progress
-                )
+                )  # a str for one destination (as before), a list for a striped set
         except asyncio.CancelledError:
             if job.intent is None:  # the loop is going away, not our doing
                 self._finish(job, CopyState.PAUSED, "interrupted")

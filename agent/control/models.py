@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = [
     "CapsBase",
@@ -24,6 +24,8 @@ __all__ = [
 ]
 
 MAX_URL = 4096
+MAX_DESTS = 64
+COPY_ID = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 
 
 class CopyState(StrEnum):
@@ -49,9 +51,25 @@ class ChapCreate(Strict):
     secret: SecretStr = Field(min_length=12, max_length=255)
 
 
+Location = Annotated[str, Field(min_length=1, max_length=MAX_URL)]
+
+
 class CopyBase(Strict):
+    """One copy: ``source`` to ``dest``, one location or a list of them.
+
+    With several destinations the source is striped over them RAID-0 style (level 1,
+    design.md 3.1): stripe ``s`` of ``stripe_unit`` bytes goes to destination
+    ``s % n`` at offset ``(s // n) * stripe_unit``; ``stripe_unit`` is then required,
+    and ``paths`` are refused (each destination is reached at its own URL).
+    """
+
     source: str = Field(min_length=1, max_length=MAX_URL)
-    dest: str = Field(min_length=1, max_length=MAX_URL)
+    dest: Location | list[Location] = Field(
+        description="a path or iscsi://HOST[:PORT]/IQN/LUN, or a list of them (striped)"
+    )
+    stripe_unit: int | None = Field(
+        default=None, gt=0, le=1 << 34, description="bytes, with several destinations"
+    )
     streams: int = Field(default=4, ge=1, le=256)
     extent_size: int = Field(default=64 << 20, ge=4096, le=1 << 34)
     paths: list[str] = Field(default_factory=list, max_length=64)
@@ -74,8 +92,48 @@ class CopyBase(Strict):
                 raise ValueError(f"path {text!r} is not LOCAL=REMOTE[:PORT]")
         return value
 
+    @field_validator("dest")
+    @classmethod
+    def _dests(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list) and not 1 <= len(value) <= MAX_DESTS:
+            raise ValueError(f"give 1 to {MAX_DESTS} destinations")
+        if isinstance(value, list) and len(set(value)) != len(value):
+            raise ValueError("a destination appears twice")
+        return value
+
+    @field_validator("stripe_unit")
+    @classmethod
+    def _unit_aligned(cls, value: int | None) -> int | None:
+        if value is not None and value % 4096:
+            raise ValueError("stripe_unit must be a multiple of 4096")
+        return value
+
+    @model_validator(mode="after")
+    def _striping(self) -> CopyBase:
+        several = len(self.dests) > 1
+        if several and self.stripe_unit is None:
+            raise ValueError("several destinations need a stripe_unit")
+        if not several and self.stripe_unit is not None:
+            raise ValueError("stripe_unit only applies to several destinations")
+        if several and self.paths:
+            raise ValueError("paths apply to one destination; several are reached at their URLs")
+        return self
+
+    @property
+    def dests(self) -> list[str]:
+        return [self.dest] if isinstance(self.dest, str) else list(self.dest)
+
 
 class CopyCreate(CopyBase):
+    id: str | None = Field(
+        default=None,
+        pattern=COPY_ID,
+        description=(
+            "chosen by the client (e.g. the coordinator) to make the create idempotent: "
+            "the same id and request again answer the existing copy; a copy re-created "
+            "under the same id resumes from its checkpoint"
+        ),
+    )
     chap: ChapCreate | None = None
 
 

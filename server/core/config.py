@@ -8,6 +8,7 @@ Environment variables are prefixed ``RESERVOIR_SERVER_`` (lists as JSON)::
     RESERVOIR_SERVER_USER_TOKENS='["<token or sha256:hex>"]'
     RESERVOIR_SERVER_AGENT_TOKENS='["<token or sha256:hex>"]'
     RESERVOIR_SERVER_CORS_ORIGINS='["https://dashboard.example"]'
+    RESERVOIR_SERVER_SCHEDULER=agents                # or off: transfers are only recorded
 
 ``--config FILE`` reads the same keys from its ``[server]`` table. A file should
 hold token digests (``reservoir server --hash-token`` prints one), not tokens.
@@ -78,6 +79,13 @@ class ServerSettings(BaseSettings):
     user_tokens: list[SecretStr] = Field(default_factory=list)
     agent_tokens: list[SecretStr] = Field(default_factory=list)
     cors_origins: list[str] = Field(default_factory=list)
+    scheduler: Literal["agents", "off"] = Field(
+        default="agents",
+        description="agents: run transfers on the agents; off: only record them",
+    )
+    scheduler_interval: float = Field(
+        default=1.0, gt=0, le=60, description="seconds between the scheduler's polls"
+    )
 
     @field_validator("listen")
     @classmethod

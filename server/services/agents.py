@@ -39,6 +39,7 @@ def public(agent: Agent) -> AgentPublic:
                     "lun": v.lun,
                     "size_bytes": v.size_bytes,
                     "block_size": v.block_size,
+                    "portal": v.portal,
                 }
                 for v in agent.volumes
             ],

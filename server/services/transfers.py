@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from reservoir.server import events
 from reservoir.server.errors import ConflictError, InvalidRequestError, NotFoundError
-from reservoir.server.legs import compute_legs
+from reservoir.server.legs import check_supported, compute_legs
 from reservoir.server.models import (
     TransferCreate,
     TransferEventPublic,
@@ -48,6 +48,11 @@ def public(transfer: Transfer) -> TransferPublic:
             "streams": leg.streams,
             "paths": leg.link_ids,
             "state": leg.state,
+            "copy_id": leg.copy_id,
+            "copy_state": leg.copy_state,
+            "done_bytes": leg.done_bytes,
+            "last_error": leg.last_error,
+            "summary": leg.summary,
         }
         for leg in transfer.legs
     ]
@@ -63,6 +68,8 @@ def public(transfer: Transfer) -> TransferPublic:
             "verify": transfer.verify,
             "state": transfer.state,
             "total_bytes": transfer.total_bytes,
+            "done_bytes": transfer.done_bytes,
+            "last_error": transfer.last_error,
             "legs": legs,
             "created_at": transfer.created_at,
             "updated_at": transfer.updated_at,
@@ -127,6 +134,7 @@ def _legs(
             f"the destination holds {have} bytes, the source needs {need}",
         )
     try:
+        check_supported(volume_sets.layout(src), volume_sets.layout(dst))
         plan = compute_legs(volume_sets.layout(src), volume_sets.layout(dst))
     except ValueError as exc:
         raise InvalidRequestError(("destination",), str(exc)) from None
@@ -176,6 +184,7 @@ def create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Tran
     )
     session.add(transfer)
     session.flush()
+    scheduler.check(session, transfer)
     detail = (
         f"created: {len(legs)} legs, {transfer.total_bytes} bytes from {src.name!r} to {dst.name!r}"
     )

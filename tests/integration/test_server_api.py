@@ -34,6 +34,7 @@ def settings_for(db: Path) -> ServerSettings:
         listen=f"127.0.0.1:{free_port()}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         agent_tokens=[AGENT],  # type: ignore[list-item]
+        scheduler="off",  # the API alone: the agents registered here do not exist
     )
 
 

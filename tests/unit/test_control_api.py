@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -17,18 +18,19 @@ TOKEN = "unit-token-0123456789abcdef"
 
 async def instant_copy(
     source: str,
-    dest: str,
+    dest: str | Sequence[str],
     options: CopyOptions,
     *,
     progress: Callable[[Progress], None] | None = None,
 ) -> CopySummary:
     await asyncio.sleep(0)
+    dest = dest if isinstance(dest, str) else " + ".join(dest)
     return CopySummary(source, dest, 0, 4096, 4096, 0.1, "00" * 16, True, 4096, 0, 0, 0, 0, "")
 
 
 async def endless_copy(
     source: str,
-    dest: str,
+    dest: str | Sequence[str],
     options: CopyOptions,
     *,
     progress: Callable[[Progress], None] | None = None,
@@ -152,5 +154,52 @@ def test_info_without_a_builtin_target(tmp_path: Path) -> None:
             info = (await c.get("/info")).json()
             assert info["name"] == "unit" and info["volumes"] == []
             assert info["target_portals"] == [] and info["caps_requested"] == {}
+
+    asyncio.run(main())
+
+
+def test_a_striped_copy_is_201_and_reports_its_destinations(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            body = {"source": "/s", "dest": ["/d0", "/d1"], "stripe_unit": 1 << 20}
+            r = await c.post("/copies", json=body)
+            assert r.status_code == 201, r.text
+            done = await wait_state(c, r.json()["id"], "completed")
+            assert done["dest"] == ["/d0", "/d1"] and done["stripe_unit"] == 1 << 20
+
+    asyncio.run(main())
+
+
+def test_striping_options_that_do_not_fit_are_422(tmp_path: Path) -> None:
+    bad: list[dict[str, Any]] = [
+        {"dest": ["/d0", "/d1"]},  # no stripe unit
+        {"dest": "/d0", "stripe_unit": 1 << 20},  # one destination
+        {"dest": ["/d0", "/d1"], "stripe_unit": 1000},  # not a multiple of 4096
+        {"dest": ["/d0", "/d1"], "stripe_unit": 4096, "paths": ["a=b"]},
+        {"dest": ["/d0", "/d0"], "stripe_unit": 4096},
+        {"dest": []},
+    ]
+
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            for extra in bad:
+                r = await c.post("/copies", json={"source": "/s", **extra})
+                assert r.status_code == 422, extra
+
+    asyncio.run(main())
+
+
+def test_create_with_a_given_id_is_idempotent(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, endless_copy) as c:
+            body = {"id": "t-leg0", "source": "/s", "dest": "/d"}
+            first = await c.post("/copies", json=body)
+            again = await c.post("/copies", json=body)
+            other = await c.post("/copies", json={**body, "dest": "/e"})
+            bad_id = await c.post("/copies", json={**body, "id": "../x"})
+            assert (first.status_code, again.status_code) == (201, 200)
+            assert first.json()["id"] == again.json()["id"] == "t-leg0"
+            assert other.status_code == 409 and bad_id.status_code == 422
+            await c.post("/copies/t-leg0/cancel")
 
     asyncio.run(main())

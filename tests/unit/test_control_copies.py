@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,6 +41,7 @@ class FakeEngine:
 
     def __init__(self, *, fail: str | None = None, block: bool = True) -> None:
         self.calls: list[CopyOptions] = []
+        self.dests: list[str | Sequence[str]] = []
         self.fail = fail
         self.block = block
         self.release = asyncio.Event()
@@ -49,12 +50,13 @@ class FakeEngine:
     async def __call__(
         self,
         source: str,
-        dest: str,
+        dest: str | Sequence[str],
         options: CopyOptions,
         *,
         progress: Callable[[Progress], None] | None = None,
     ) -> CopySummary:
         self.calls.append(options)
+        self.dests.append(dest)
         if options.telemetry is not None:
             with open(options.telemetry, "a") as f:
                 f.write(json.dumps({"type": "progress", "bytes_done": 1 << 20}) + "\n")
@@ -73,7 +75,7 @@ class FakeEngine:
                 raise
         if self.fail:
             raise CopyError(self.fail)
-        return summary(source, dest)
+        return summary(source, dest if isinstance(dest, str) else " + ".join(dest))
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -403,5 +405,63 @@ def test_pause_of_a_copy_that_completes_meanwhile_is_refused(
         asyncio.get_running_loop().call_later(0.01, engine.release.set)
         with pytest.raises(TransitionError, match="ended completed before it could be paused"):
             await manager.pause(job.id)
+
+    run(main())
+
+
+def test_several_destinations_reach_the_engine_striped(tmp_path: Path) -> None:
+    async def main() -> None:
+        engine = FakeEngine(block=False)
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        job = manager.create(request(dest=["/d0.img", "/d1.img"], stripe_unit=1 << 20))
+        await settle(manager, job.id)
+        assert state(job) == CopyState.COMPLETED
+        assert engine.dests == [["/d0.img", "/d1.img"]]
+        assert engine.calls[0].stripe_unit == 1 << 20
+
+    run(main())
+
+
+def test_one_destination_still_reaches_the_engine_as_a_string(tmp_path: Path) -> None:
+    async def main() -> None:
+        engine = FakeEngine(block=False)
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        await settle(manager, manager.create(request()).id)
+        assert engine.dests == ["/dst.img"]
+
+    run(main())
+
+
+def test_a_lost_copy_created_again_under_its_id_resumes_from_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        job = manager.create(request(id="t1-leg0"))
+        await started(manager, job.id)
+        await manager.pause(job.id)  # the fake engine writes its checkpoint
+        (tmp_path / "copies" / "t1-leg0.json").unlink()  # the agent loses the copy
+        again = CopyManager(tmp_path, copy_fn=engine)
+        assert again.load() == 0
+        job = again.create(request(id="t1-leg0"))
+        await started(again, job.id)
+        assert engine.calls[-1].resume is True
+        await again.cancel(job.id)
+
+    run(main())
+
+
+def test_an_id_given_twice_is_the_same_copy_or_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager = CopyManager(tmp_path, copy_fn=FakeEngine(block=False))
+        job = manager.create(request(id="t2-leg0"))
+        assert manager.existing(request(id="t2-leg0")) is job
+        assert manager.existing(request(id="t3-leg0")) is None
+        with pytest.raises(TransitionError, match="another request"):
+            manager.existing(request(id="t2-leg0", streams=9))
+        with pytest.raises(TransitionError, match="exists"):
+            manager.create(request(id="t2-leg0"))
+        await settle(manager, job.id)
 
     run(main())

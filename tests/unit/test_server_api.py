@@ -42,6 +42,7 @@ def api(tmp_path: Path) -> Iterator[httpx.Client]:
         database_url=f"sqlite:///{tmp_path / 'server.db'}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         agent_tokens=[AGENT],  # type: ignore[list-item]
+        scheduler="off",  # the API alone: the agents registered here do not exist
     )
     engine = db.make_engine(settings.database_url)
     db.upgrade(engine)

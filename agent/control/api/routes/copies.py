@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from reservoir.agent.control.api.deps import Authorized, ManagerDep
 from reservoir.agent.control.copies import CopyJob, TransitionError, UnknownCopyError
@@ -45,7 +45,7 @@ def caps_public(job: CopyJob) -> CapsPublic:
 
 
 def copy_public(job: CopyJob) -> CopyPublic:
-    base = job.request.model_dump(exclude={"chap"})
+    base = job.request.model_dump(exclude={"chap", "id"})
     return CopyPublic(
         **base,
         id=job.id,
@@ -73,9 +73,21 @@ def _conflict(exc: TransitionError) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, str(exc))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
-async def create_copy(body: CopyCreate, manager: ManagerDep) -> CopyPublic:
-    return copy_public(manager.create(body))
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        200: {"description": "a copy with this id and the same request exists (a retry)"},
+        409: {"description": "a copy with this id exists with another request"},
+    },
+)
+async def create_copy(body: CopyCreate, manager: ManagerDep, response: Response) -> CopyPublic:
+    with _transition():
+        job = manager.existing(body)
+        if job is not None:
+            response.status_code = status.HTTP_200_OK
+            return copy_public(job)
+        return copy_public(manager.create(body))
 
 
 @router.get("")

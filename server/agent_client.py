@@ -1,0 +1,133 @@
+"""The coordinator's client of the agents' control API (``/api/v1/copies``).
+
+Errors, translated once in :func:`_mapped` (callers see only these)::
+
+    AgentError
+     +-- AgentUnreachableError   no answer: connection refused or reset, timeout, 5xx,
+     |                      an answer that is not the JSON we expect (retry later)
+     +-- AgentRefusedError       a 4xx other than 404: the agent understood and said no
+                            (``status`` and the agent's ``detail``)
+
+``get_copy`` answers ``None`` for a 404 (the agent does not know the copy).
+The agent's API token is sent as a bearer token and never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+__all__ = [
+    "AgentClient",
+    "AgentError",
+    "AgentRef",
+    "AgentRefusedError",
+    "AgentUnreachableError",
+    "HttpAgentClient",
+]
+
+Json = dict[str, Any]
+TIMEOUT = 10.0  # seconds per request; pausing a copy waits for its checkpoint
+
+
+class AgentError(Exception):
+    """Talking to an agent went wrong; the message says how (never with the token)."""
+
+
+class AgentUnreachableError(AgentError):
+    """The agent did not answer usefully; the scheduler retries."""
+
+
+class AgentRefusedError(AgentError):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"the agent refused ({status}): {detail}")
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRef:
+    """Where an agent's control API is and how to authenticate (token hidden in repr)."""
+
+    id: str
+    name: str
+    control_url: str
+    token: str = field(repr=False)
+
+
+class AgentClient(Protocol):
+    async def create_copy(self, agent: AgentRef, body: Json) -> Json: ...
+
+    async def get_copy(self, agent: AgentRef, copy_id: str) -> Json | None: ...
+
+    async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json: ...
+
+    async def aclose(self) -> None: ...
+
+
+@contextmanager
+def _mapped(agent: AgentRef) -> Iterator[None]:
+    try:
+        yield
+    except httpx.TransportError as exc:  # connect, read, timeouts, protocol
+        reason = str(exc) or type(exc).__name__
+        raise AgentUnreachableError(f"agent {agent.name!r}: {reason}") from exc
+    except ValueError as exc:  # not JSON
+        raise AgentUnreachableError(f"agent {agent.name!r}: unreadable answer") from exc
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text[:300]
+    return detail if isinstance(detail, str) else str(detail)[:1000]
+
+
+class HttpAgentClient:
+    """One pooled :class:`httpx.AsyncClient` for every agent."""
+
+    def __init__(
+        self, *, timeout: float = TIMEOUT, transport: httpx.AsyncBaseTransport | None = None
+    ):
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    async def _call(
+        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+    ) -> Json | None:
+        url = agent.control_url.rstrip("/") + "/api/v1" + path
+        headers = {"Authorization": f"Bearer {agent.token}"}
+        with _mapped(agent):
+            response = await self._http.request(method, url, json=body, headers=headers)
+            if response.status_code == 404:
+                return None
+            if response.status_code >= 500:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            if response.status_code >= 400:
+                raise AgentRefusedError(response.status_code, _detail(response))
+            data = response.json()
+        if not isinstance(data, dict):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
+
+    async def create_copy(self, agent: AgentRef, body: Json) -> Json:
+        data = await self._call(agent, "POST", "/copies", body)
+        if data is None:
+            raise AgentUnreachableError(f"agent {agent.name!r}: no /copies endpoint")
+        return data
+
+    async def get_copy(self, agent: AgentRef, copy_id: str) -> Json | None:
+        return await self._call(agent, "GET", f"/copies/{copy_id}")
+
+    async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json:
+        data = await self._call(agent, "POST", f"/copies/{copy_id}/{action}")
+        if data is None:
+            raise AgentRefusedError(404, f"no copy {copy_id!r}")
+        return data
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

@@ -1,0 +1,185 @@
+"""From a transfer's legs to the copies its source agents run (``POST /copies`` bodies).
+
+One agent copy per source member: it reads the member's first ``sum(leg bytes)``
+bytes (``range`` from 0) from the member's local ``path`` (or its own portal) and
+writes them
+
+- to one destination member when the sets have as many members (one leg);
+- striped over its ``k = nd / ns`` destination members otherwise, in the order the
+  stripe deals them: source member ``i`` feeds destination members
+  ``i, i + ns, ..., i + (k - 1) ns`` (``legs.check_supported`` explains why), with
+  the sets' stripe unit. Those legs share the copy.
+
+How a destination volume becomes a URL (:func:`volume_url`): it must be registered
+with ``iqn`` and ``lun``; its host and port are the volume's ``portal`` if given,
+else the agent's first NIC address and port 3260:
+``iscsi://HOST:PORT/IQN/LUN``.
+
+Paths (one destination only, the engine reaches several destinations at their own
+URLs): each link of the leg gives ``LOCAL=REMOTE:PORT`` with the source agent's NIC
+address on that link, the destination agent's NIC address on it and the portal's port.
+
+The copy's id is chosen here, ``<transfer id>-leg<first leg index>``: creating it
+is idempotent on the agent, and a copy the agent lost is created again under the
+same id and resumes from its checkpoint if the agent kept it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reservoir.server.agent_client import AgentRef
+from reservoir.server.tables import Agent, AgentVolume, Link, Transfer, TransferLeg
+
+__all__ = [
+    "ISCSI_PORT",
+    "CopyPlan",
+    "VolumeError",
+    "agent_ref",
+    "copy_id",
+    "extent_size",
+    "plan_copies",
+    "portal",
+    "volume_url",
+]
+
+ISCSI_PORT = 3260
+MiB = 1 << 20
+MIN_EXTENT, MAX_EXTENT = 1 * MiB, 64 * MiB
+
+
+class VolumeError(ValueError):
+    """A volume cannot take part as registered (the message says what to register)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """One agent copy: the legs it carries and the request that starts it."""
+
+    copy_id: str
+    agent: AgentRef
+    leg_ids: tuple[int, ...]
+    leg_bytes: tuple[int, ...]
+    request: dict[str, Any]
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.leg_bytes)
+
+
+def agent_ref(agent: Agent) -> AgentRef:
+    return AgentRef(agent.id, agent.name, agent.control_url, agent.api_token)
+
+
+def copy_id(transfer_id: str, first_leg: int) -> str:
+    return f"{transfer_id}-leg{first_leg}"
+
+
+def extent_size(stripe_unit: int) -> int:
+    """The stripe unit, kept between 1 and 64 MiB (a striped copy cuts extents at
+    stripe-unit boundaries anyway)."""
+    return max(MIN_EXTENT, min(MAX_EXTENT, stripe_unit))
+
+
+def _host(text: str) -> str:
+    return f"[{text}]" if ":" in text and not text.startswith("[") else text
+
+
+def portal(volume: AgentVolume) -> tuple[str, int]:
+    """(host, port) of the target serving ``volume``."""
+    if volume.portal:
+        host, _, port = volume.portal.rpartition(":")
+        return host.strip("[]"), int(port)
+    if not volume.agent.nics:
+        raise VolumeError(
+            f"volume {volume.name!r} of agent {volume.agent.name!r} has no portal and the "
+            "agent no NIC address: register the volume with a portal (HOST:PORT)"
+        )
+    return volume.agent.nics[0].address, ISCSI_PORT
+
+
+def volume_url(volume: AgentVolume) -> str:
+    """``iscsi://HOST:PORT/IQN/LUN`` of a volume served by its agent's target."""
+    if volume.iqn is None or volume.lun is None:
+        raise VolumeError(
+            f"volume {volume.name!r} of agent {volume.agent.name!r} is not served over "
+            "iSCSI: a destination volume needs iqn and lun (and a portal)"
+        )
+    host, port = portal(volume)
+    return f"iscsi://{_host(host)}:{port}/{volume.iqn}/{volume.lun}"
+
+
+def source_location(volume: AgentVolume) -> str:
+    """What the source agent reads: its local path, or the volume's own portal."""
+    return volume.path if volume.path is not None else volume_url(volume)
+
+
+def _nic_address(agent: Agent, nic: str) -> str:
+    for n in agent.nics:
+        if n.name == nic:
+            return n.address
+    raise VolumeError(f"agent {agent.name!r} has no NIC {nic!r}")
+
+
+def link_paths(links: Iterable[Link], source: AgentVolume, dest: AgentVolume) -> list[str]:
+    """``LOCAL=REMOTE:PORT`` per link, local on the source agent's side."""
+    port = portal(dest)[1]
+    out = []
+    for link in links:
+        if link.agent_a_id == source.agent_id:
+            local, remote = (link.agent_a_id, link.nic_a), (link.agent_b_id, link.nic_b)
+        else:
+            local, remote = (link.agent_b_id, link.nic_b), (link.agent_a_id, link.nic_a)
+        local_addr = _nic_address(source.agent, local[1])
+        remote_addr = _nic_address(dest.agent, remote[1])
+        out.append(f"{local_addr}={_host(remote_addr)}:{port}")
+    return out
+
+
+def _groups(legs: Iterable[TransferLeg]) -> list[list[TransferLeg]]:
+    """The legs by source member, in leg order (hence destination member order)."""
+    groups: dict[int, list[TransferLeg]] = {}
+    for leg in sorted(legs, key=lambda leg: leg.index):
+        groups.setdefault(leg.source_volume_id, []).append(leg)
+    return list(groups.values())
+
+
+def _request(
+    transfer: Transfer, legs: list[TransferLeg], stripe_unit: int, links: Mapping[str, Link]
+) -> dict[str, Any]:
+    first = legs[0]
+    dests = [volume_url(leg.dest_volume) for leg in legs]
+    body: dict[str, Any] = {
+        "id": copy_id(transfer.id, first.index),
+        "source": source_location(first.source_volume),
+        "dest": dests[0] if len(dests) == 1 else dests,
+        "streams": first.streams,
+        "extent_size": extent_size(stripe_unit),
+        "verify": transfer.verify,
+        "range": {"offset": 0, "length": sum(leg.bytes for leg in legs)},
+    }
+    if len(dests) > 1:
+        body["stripe_unit"] = stripe_unit
+    else:
+        chosen = [links[i] for i in first.link_ids if i in links]
+        body["paths"] = link_paths(chosen, first.source_volume, first.dest_volume)
+    return body
+
+
+def plan_copies(transfer: Transfer, stripe_unit: int, links: Mapping[str, Link]) -> list[CopyPlan]:
+    """The agent copies of ``transfer``; raises :class:`VolumeError`."""
+    plans = []
+    for legs in _groups(transfer.legs):
+        request = _request(transfer, legs, stripe_unit, links)
+        plans.append(
+            CopyPlan(
+                copy_id=request["id"],
+                agent=agent_ref(legs[0].source_volume.agent),
+                leg_ids=tuple(leg.id for leg in legs),
+                leg_bytes=tuple(leg.bytes for leg in legs),
+                request=request,
+            )
+        )
+    return plans
