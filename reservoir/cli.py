@@ -13,6 +13,7 @@ from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.lab import cli as lab_cli
 from reservoir.server import cli as server_cli
+from reservoir.server import transfer_cli as coordinator_transfer_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     transfer_cli.register(sub)
     lab_cli.register(sub)
     server_cli.register(sub)
+    coordinator_transfer_cli.register(sub)
     return parser
 
 
