@@ -123,6 +123,22 @@ class HttpAgentClient:
     async def get_copy(self, agent: AgentRef, copy_id: str) -> Json | None:
         return await self._call(agent, "GET", f"/copies/{copy_id}")
 
+    async def get_telemetry(self, agent: AgentRef, copy_id: str, limit: int) -> list[Json] | None:
+        """The copy's last ``limit`` telemetry records (``None``: the agent does not
+        know the copy)."""
+        url = f"{agent.control_url.rstrip('/')}/api/v1/copies/{copy_id}/telemetry"
+        headers = {"Authorization": f"Bearer {agent.token}"}
+        with _mapped(agent):
+            response = await self._http.get(url, params={"limit": limit}, headers=headers)
+            if response.status_code == 404:
+                return None
+            if response.status_code >= 400:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            data = response.json()
+        if not isinstance(data, list):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return [r for r in data if isinstance(r, dict)]
+
     async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json:
         data = await self._call(agent, "POST", f"/copies/{copy_id}/{action}")
         if data is None:

@@ -11,10 +11,19 @@ from sqlalchemy import Engine
 
 from reservoir import __version__
 from reservoir.server import db
-from reservoir.server.api.routes import agents, health, links, transfers, volume_sets
+from reservoir.server.api.routes import (
+    agents,
+    health,
+    links,
+    metrics,
+    telemetry,
+    transfers,
+    volume_sets,
+)
 from reservoir.server.core.config import ServerSettings
 from reservoir.server.errors import install_handlers
 from reservoir.server.scheduler import AgentScheduler, NoopScheduler, Scheduler
+from reservoir.server.telemetry import TelemetryCollector
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -22,11 +31,16 @@ API_PREFIX = "/api/v1"
 
 
 def create_app(
-    settings: ServerSettings, *, engine: Engine | None = None, scheduler: Scheduler | None = None
+    settings: ServerSettings,
+    *,
+    engine: Engine | None = None,
+    scheduler: Scheduler | None = None,
+    collector: TelemetryCollector | None = None,
 ) -> FastAPI:
     """The app; its lifespan upgrades the database to the latest revision first, then
     starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
-    agents, ``off`` only records them) and stops it at the end."""
+    agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
+    collector (``telemetry.py``); it stops them at the end."""
     engine = engine or db.make_engine(settings.database_url)
 
     sessions = db.make_sessions(engine)
@@ -36,15 +50,21 @@ def create_app(
             if settings.scheduler == "agents"
             else NoopScheduler()
         )
+    if collector is None and isinstance(scheduler, AgentScheduler):
+        collector = TelemetryCollector(sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db.upgrade(engine)
         if isinstance(scheduler, AgentScheduler):
             await scheduler.start(sessions)
+        if collector is not None:
+            await collector.start()
         try:
             yield
         finally:
+            if collector is not None:
+                await collector.stop()
             if isinstance(scheduler, AgentScheduler):
                 await scheduler.stop()
             engine.dispose()
@@ -70,7 +90,8 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
         )
     api = APIRouter(prefix=API_PREFIX)
-    for module in (health, agents, volume_sets, links, transfers):
+    for module in (health, agents, volume_sets, links, transfers, telemetry):
         api.include_router(module.router)
     app.include_router(api)
+    app.include_router(metrics.router)
     return app

@@ -37,6 +37,7 @@ __all__ = [
     "NicBase",
     "PacingBase",
     "PacingPolicy",
+    "StreamSamplePublic",
     "TransferBase",
     "TransferCreate",
     "TransferEventPublic",
@@ -400,3 +401,39 @@ class TransferEventPublic(BaseModel):
 
 class Health(BaseModel):
     status: str = "ok"
+
+
+class StreamSamplePublic(BaseModel):
+    """One stream over one sampling interval (the agent's TCP_INFO, iperf3 names)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "leg": 0,
+                    "copy_id": "0b6f1c9e-5d1a-4f8e-9a43-1f2d3c4b5a69-leg0",
+                    "stream": "3",
+                    "path": "l1",
+                    "time": 1795273204.501,
+                    "bits_per_second": 191238775.65,
+                    "snd_cwnd": 8094320,
+                    "rtt": 102002,
+                    "rttvar": 1250,
+                    "retransmits": 0,
+                    "cap": 5200,
+                }
+            ]
+        }
+    )
+
+    leg: int = Field(description="index of the first leg of the agent copy carrying it")
+    copy_id: str = Field(description="the source agent's copy")
+    stream: str = Field(description="the stream's id within the copy")
+    path: str | None = Field(default=None, description="the engine's path id")
+    time: float = Field(description="Unix seconds (the agent's clock) at the interval's end")
+    bits_per_second: float | None = Field(default=None, description="acknowledged throughput")
+    snd_cwnd: int | None = Field(default=None, description="congestion window, bytes")
+    rtt: int | None = Field(default=None, description="smoothed RTT, microseconds")
+    rttvar: int | None = Field(default=None, description="RTT variance, microseconds")
+    retransmits: int | None = Field(default=None, description="segments retransmitted in it")
+    cap: int | None = Field(default=None, description="the cwnd cap in force, segments")

@@ -17,6 +17,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -32,6 +33,8 @@ __all__ = [
     "AgentVolume",
     "Base",
     "Link",
+    "NicPacingRate",
+    "StreamSample",
     "Transfer",
     "TransferEvent",
     "TransferLeg",
@@ -258,3 +261,40 @@ class TransferEvent(Base):
     from_state: Mapped[str | None] = mapped_column(String(16))
     to_state: Mapped[str | None] = mapped_column(String(16))
     detail: Mapped[str] = mapped_column(String(4096), default="")
+
+
+class StreamSample(Base):
+    """One stream's telemetry over one sampling interval (the agent's ``stream``
+    records, iperf3 names and units), collected by ``telemetry.py``; old rows are
+    pruned (``telemetry.RETENTION_SECONDS``, ``telemetry.MAX_ROWS_PER_TRANSFER``)."""
+
+    __tablename__ = "stream_samples"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transfer_id: Mapped[str] = _fk("transfers.id")
+    leg: Mapped[int]  # index of the first leg of the agent copy carrying the stream
+    copy_id: Mapped[str] = mapped_column(String(80))
+    stream: Mapped[str] = mapped_column(String(32))
+    path: Mapped[str | None] = mapped_column(String(NAME))
+    time: Mapped[float] = mapped_column(Float)  # Unix seconds at the interval's end
+    bits_per_second: Mapped[float | None] = mapped_column(Float)
+    snd_cwnd: Mapped[int | None] = mapped_column(BigInteger)  # bytes
+    rtt: Mapped[int | None] = mapped_column(BigInteger)  # microseconds
+    rttvar: Mapped[int | None] = mapped_column(BigInteger)  # microseconds
+    retransmits: Mapped[int | None] = mapped_column(BigInteger)  # in the interval
+    cap: Mapped[int | None] = mapped_column(BigInteger)  # cwnd cap in segments, if any
+
+
+class NicPacingRate(Base):
+    """A NIC pacing rate in force for a transfer, as its source agent reports it
+    (``caps.requested.nic_pacing_rates`` of the agent copy)."""
+
+    __tablename__ = "nic_pacing_rates"
+    __table_args__ = (UniqueConstraint("transfer_id", "agent_id", "nic"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transfer_id: Mapped[str] = _fk("transfers.id")
+    agent_id: Mapped[str] = _fk("agents.id")
+    nic: Mapped[str] = mapped_column(String(NAME))
+    rate: Mapped[int] = mapped_column(BigInteger)  # bytes/s
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
