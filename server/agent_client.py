@@ -139,6 +139,13 @@ class HttpAgentClient:
             raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
         return [r for r in data if isinstance(r, dict)]
 
+    async def set_caps(self, agent: AgentRef, copy_id: str, body: Json) -> Json:
+        """``PUT /copies/{id}/caps``: the copy's per-stream cwnd caps and pacing rates."""
+        data = await self._call(agent, "PUT", f"/copies/{copy_id}/caps", body)
+        if data is None:
+            raise AgentRefusedError(404, f"no copy {copy_id!r}")
+        return data
+
     async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json:
         data = await self._call(agent, "POST", f"/copies/{copy_id}/{action}")
         if data is None:

@@ -21,6 +21,7 @@ from reservoir.server.api.routes import (
     volume_sets,
 )
 from reservoir.server.core.config import ServerSettings
+from reservoir.server.equalizer_loop import EqualizerLoop
 from reservoir.server.errors import install_handlers
 from reservoir.server.scheduler import AgentScheduler, NoopScheduler, Scheduler
 from reservoir.server.telemetry import TelemetryCollector
@@ -36,11 +37,13 @@ def create_app(
     engine: Engine | None = None,
     scheduler: Scheduler | None = None,
     collector: TelemetryCollector | None = None,
+    equalizer: EqualizerLoop | None = None,
 ) -> FastAPI:
     """The app; its lifespan upgrades the database to the latest revision first, then
     starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
     agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
-    collector (``telemetry.py``); it stops them at the end."""
+    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``); it stops
+    them at the end."""
     engine = engine or db.make_engine(settings.database_url)
 
     sessions = db.make_sessions(engine)
@@ -52,6 +55,8 @@ def create_app(
         )
     if collector is None and isinstance(scheduler, AgentScheduler):
         collector = TelemetryCollector(sessions)
+    if equalizer is None and isinstance(scheduler, AgentScheduler):
+        equalizer = EqualizerLoop(sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,9 +65,13 @@ def create_app(
             await scheduler.start(sessions)
         if collector is not None:
             await collector.start()
+        if equalizer is not None:
+            await equalizer.start()
         try:
             yield
         finally:
+            if equalizer is not None:
+                await equalizer.stop()
             if collector is not None:
                 await collector.stop()
             if isinstance(scheduler, AgentScheduler):

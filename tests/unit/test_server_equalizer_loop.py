@@ -1,0 +1,105 @@
+"""The equalizer loop on a migrated SQLite database: collected samples in, caps pushed
+to the copy's agent (a recording client), decisions recorded as events."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+from test_server_telemetry import make_transfer, rec, sessions, store
+
+from reservoir.server.agent_client import AgentRef, Json
+from reservoir.server.equalizer_loop import EqualizerLoop
+from reservoir.server.tables import Transfer, TransferEvent
+
+__all__ = ["sessions"]  # the fixture, used by name
+
+
+class RecordingAgents:
+    def __init__(self) -> None:
+        self.pushed: list[tuple[str, Json]] = []
+
+    async def set_caps(self, agent: AgentRef, copy_id: str, body: Json) -> Json:
+        self.pushed.append((copy_id, body))
+        return {"applied": True}
+
+    async def aclose(self) -> None:
+        return None
+
+
+def unequal(time: float) -> list[Json]:
+    """Two streams on one path, one running nine times faster than the other."""
+    return [
+        rec(time, "0", bps=90e6, rtt=100_000, path="l1"),
+        rec(time, "1", bps=10e6, rtt=100_000, path="l1"),
+    ]
+
+
+def running_transfer(sessions: sessionmaker[Session], equalizer: bool) -> str:
+    with sessions() as session:
+        tid = make_transfer(session)
+        transfer = session.get(Transfer, tid)
+        assert transfer is not None
+        transfer.equalizer = equalizer
+        session.commit()
+    return tid
+
+
+def events_of(sessions: sessionmaker[Session], tid: str) -> list[str]:
+    with sessions() as session:
+        rows = session.scalars(
+            select(TransferEvent).where(
+                TransferEvent.transfer_id == tid, TransferEvent.kind == "equalizer"
+            )
+        ).all()
+        return [row.detail for row in rows]
+
+
+def run_passes(
+    sessions: sessionmaker[Session], tid: str, passes: int
+) -> tuple[RecordingAgents, int]:
+    agents = RecordingAgents()
+    loop = EqualizerLoop(sessions, agents)
+
+    async def main() -> int:
+        made = 0
+        for step in range(passes):
+            with sessions() as session:
+                store(session, tid, unequal(1000.0 + step))
+            made += await loop.tick()
+        return made
+
+    return agents, asyncio.run(main())
+
+
+def test_unequal_streams_get_a_cap_pushed_and_recorded(sessions: sessionmaker[Session]) -> None:
+    tid = running_transfer(sessions, equalizer=True)
+    agents, made = run_passes(sessions, tid, 3)
+    assert made >= 1
+    copy_id, body = agents.pushed[0]
+    assert copy_id == f"{tid}-leg0" and set(body["stream_cwnd_caps"]) == {"0"}
+    assert body["stream_cwnd_caps"]["0"] >= 10
+    details = events_of(sessions, tid)
+    assert details and details[0].startswith(f"stream {tid}-leg0/0: cap ")
+    assert "Jain" in details[0] and "fair share" in details[0]
+
+
+def test_transfers_without_the_equalizer_are_left_alone(sessions: sessionmaker[Session]) -> None:
+    tid = running_transfer(sessions, equalizer=False)
+    agents, made = run_passes(sessions, tid, 3)
+    assert made == 0 and agents.pushed == [] and events_of(sessions, tid) == []
+
+
+def test_samples_already_seen_are_not_fed_again(sessions: sessionmaker[Session]) -> None:
+    tid = running_transfer(sessions, equalizer=True)
+    agents = RecordingAgents()
+    loop = EqualizerLoop(sessions, agents)
+
+    async def main() -> list[int]:
+        with sessions() as session:
+            store(session, tid, unequal(1000.0))
+        return [await loop.tick(), await loop.tick()]
+
+    first, second = asyncio.run(main())
+    assert first >= 1 and second == 0
