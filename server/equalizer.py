@@ -12,10 +12,11 @@ streams, separately for every group of streams sharing a bottleneck (a path):
 2. The fair share is ``f = sum(r) / n`` and the fairness Jain's index
    ``J = sum(r)^2 / (n * sum(r^2))``.
 3. A multiplier ``m >= 1`` says how far above the fair share a stream may run: a
-   stream faster than ``(1 + tolerance) * f`` is capped at the window that carries
-   ``m * f`` at its own RTT, ``max(min_cwnd, m * f * srtt / mss)`` segments, and
-   stays capped (the cap following ``f``) while caps are in force; the others are
-   not capped, so they grow into the room the fast ones leave.
+   stream faster than ``(1 + tolerance) * f`` while ``J`` is below ``target`` is
+   capped at the window that carries ``m * f`` at its own RTT,
+   ``max(min_cwnd, m * f * srtt / mss)`` segments, and stays capped (the cap
+   following ``f``) while caps are in force; the others are not capped, so they
+   grow into the room the fast ones leave.
 4. ``m`` adapts on the aggregate, AIMD style: when the smoothed aggregate falls
    below ``(1 - drop)`` of the reference (the best smoothed aggregate of the last
    ``memory`` intervals) the caps cost throughput, and ``m`` grows by ``relax``;
@@ -170,7 +171,7 @@ class Equalizer:
         interval = _Interval(now, fair, index, aggregate, group.multiplier, reason)
         decisions = []
         for s, rate in zip(samples, rates, strict=True):
-            wanted = self._cap_for(s, rate, fair, group.multiplier)
+            wanted = self._cap_for(s, rate, interval)
             decision = self._change(s, wanted, interval)
             if decision is not None:
                 decisions.append(decision)
@@ -192,14 +193,18 @@ class Equalizer:
         group.multiplier = min(cfg.m_max, group.multiplier * cfg.drift)
         return "fair: caps loosened slowly"
 
-    def _cap_for(self, s: StreamSample, rate: float, fair: float, m: float) -> int | None:
+    def _cap_for(self, s: StreamSample, rate: float, at: _Interval) -> int | None:
         """A capped stream stays capped (its cap follows the fair share) until the
         multiplier reaches ``m_max``; an uncapped one is capped once it runs faster
-        than ``(1 + tolerance)`` times the fair share."""
+        than ``(1 + tolerance)`` times the fair share while the group is not fair
+        (no new caps while Jain's index is at the target: during a ramp-up, say)."""
         cfg = self.config
+        fair, m = at.fair, at.multiplier
         if m >= cfg.m_max or s.srtt <= 0:
             return None
-        if s.stream not in self.caps and rate <= (1 + cfg.tolerance) * fair:
+        if s.stream not in self.caps and (
+            rate <= (1 + cfg.tolerance) * fair or at.jain >= cfg.target
+        ):
             return None
         return max(cfg.min_cwnd, round(m * fair * s.srtt / s.mss))
 

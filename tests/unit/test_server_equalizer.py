@@ -140,3 +140,12 @@ def test_forget_lifts_the_cap_of_a_stream_that_ended() -> None:
 def test_config_refuses_nonsense(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         EqualizerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_no_new_caps_while_the_group_is_fair() -> None:
+    eq = Equalizer()
+    rates = [1.12e6, 1.0e6, 1.0e6, 0.95e6, 0.93e6]  # one above 1.05 f, yet J > 0.99
+    assert jain(rates) >= eq.config.target
+    for step in range(10):
+        samples = [StreamSample(str(i), "p", r, 0.1, MSS) for i, r in enumerate(rates)]
+        assert eq.step(samples, float(step)) == []
