@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance bench bench-lfn fmt clean
+.PHONY: install test check demo conformance bench bench-lfn bench-coordinator fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -28,6 +28,9 @@ bench: $(STAMP)     ## reservoir copy on loopback against iperf3, and into tgt (
 
 bench-lfn: $(STAMP) ## reservoir copy on the emulated 2 x 500 Mbit/s, 100 ms LFN: iperf3, failover, MPTCP, kill
 	.venv/bin/python -m reservoir.lab.bench_lfn
+
+bench-coordinator: $(STAMP) ## transfers through the coordinator's API on the emulated LFN: end to end, coordinator killed
+	.venv/bin/python -m reservoir.lab.bench_coordinator
 
 fmt: $(STAMP)
 	.venv/bin/ruff format reservoir agent lab server kmod-pacing tests

@@ -1,0 +1,252 @@
+"""The processes of :mod:`reservoir.lab.bench_coordinator` in the lab: two source agents
+and the coordinator in host src, two destination agents (each serving one LUN file with
+its builtin target) in host dst; and the bench's way into src's network namespace, where
+it talks to the coordinator's API."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from reservoir.agent.target import config as tcfg
+from reservoir.lab._lfn_copy import LINKS, Net
+from reservoir.lab.bench_copy import Source, make_lun, write_source
+from reservoir.lab.network import Lab
+from reservoir.lab.peers import PeerError, reservoir_command, stop_process
+
+__all__ = ["AgentProc", "Coordinator", "Site", "inside"]
+
+CLONE_NEWNET = 0x40000000
+SRC_PORTS = {"l1": 8471, "l2": 8472}
+DST_PORTS = {"l1": 8473, "l2": 8474}
+COORD_PORT = 8470
+ISCSI_PORT = 3260
+IQN = "iqn.2026-11.org.reservoir:coord-{link}"
+Json = dict[str, Any]
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextmanager
+def inside(ns: str) -> Iterator[None]:
+    """This thread in network namespace ``ns`` (sockets opened meanwhile live there)."""
+    with open("/proc/thread-self/ns/net", "rb") as home, open(f"/run/netns/{ns}", "rb") as there:
+        _setns(there.fileno())
+        try:
+            yield
+        finally:
+            _setns(home.fileno())
+
+
+def wait_health(url: str, proc: subprocess.Popen[Any], log: Path, timeout: float = 20) -> None:
+    """Until ``GET url/health`` answers 200 (the caller is in the right namespace)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise PeerError(f"{log.stem} exited ({proc.returncode}): {log.read_text()[-600:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise PeerError(f"{log.stem} not healthy after {timeout} s: {log.read_text()[-600:]}")
+        time.sleep(0.1)
+
+
+@dataclass
+class AgentProc:
+    """``reservoir agent serve`` in a host: ``role`` src (a source file) or dst (a LUN)."""
+
+    lab: Lab
+    role: str
+    link: str
+    addr: str
+    port: int
+    work: Path
+    token: str
+    data: Path
+    iqn: str = ""
+    proc: subprocess.Popen[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.link}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.addr}:{self.port}"
+
+    @property
+    def portal(self) -> str:
+        return f"{self.addr}:{ISCSI_PORT}"
+
+    def write_config(self) -> Path:
+        home = self.work / self.name
+        home.mkdir(exist_ok=True)
+        lines = [
+            "[agent]",
+            f'name = "{self.name}"',
+            f'listen = "{self.addr}:{self.port}"',
+            f'tokens = ["{self.token}"]',
+            f'state_dir = "{home / "state"}"',
+            'cwnd_caps = "pacing-rate"',
+        ]
+        if self.role == "dst":
+            target = home / "target.toml"
+            luns = [tcfg.Lun(0, str(self.data))]
+            conf = tcfg.TargetConfig(
+                portals=[(self.addr, ISCSI_PORT)], targets=[tcfg.Target(iqn=self.iqn, luns=luns)]
+            )
+            tcfg.save(conf, target)
+            lines.append(f'target_config = "{target}"')
+        path = home / "agent.toml"
+        path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o600)
+        return path
+
+    def start(self) -> None:
+        argv = [*reservoir_command(), "agent", "serve", "--config", str(self.write_config())]
+        log = self.work / f"agent-{self.name}.log"
+        with open(log, "ab") as out:
+            self.proc = self.lab.run(self.role, argv, stdout=out, stderr=out)
+        wait_health(f"{self.url}/api/v1", self.proc, log)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+
+    def registration(self, size: int) -> Json:
+        """The ``POST /agents`` body: one NIC (the link's device), one volume."""
+        volume: Json = {"name": "v0", "size_bytes": size}
+        if self.role == "src":
+            volume["path"] = str(self.data)
+        else:
+            volume.update(iqn=self.iqn, lun=0, portal=self.portal)
+        return {
+            "name": self.name,
+            "control_url": self.url,
+            "api_token": self.token,
+            "nics": [{"name": self.link, "address": self.addr, "speed_bps": 500_000_000}],
+            "volumes": [volume],
+        }
+
+
+@dataclass
+class Coordinator:
+    """``reservoir server`` in host src on a SQLite file; killed and restarted at will."""
+
+    lab: Lab
+    addr: str
+    work: Path
+    user_token: str = field(default_factory=lambda: secrets.token_hex(24))
+    agent_token: str = field(default_factory=lambda: secrets.token_hex(24))
+    proc: subprocess.Popen[Any] | None = None
+    starts: int = 0
+
+    @property
+    def api(self) -> str:
+        return f"http://{self.addr}:{COORD_PORT}/api/v1"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            RESERVOIR_SERVER_USER_TOKENS=f'["{self.user_token}"]',
+            RESERVOIR_SERVER_AGENT_TOKENS=f'["{self.agent_token}"]',
+            RESERVOIR_SERVER_SCHEDULER_INTERVAL="0.5",
+        )
+        return env
+
+    def start(self) -> None:
+        argv = [*reservoir_command(), "server", "--db", f"sqlite:///{self.work / 'server.db'}"]
+        argv += ["--listen", f"{self.addr}:{COORD_PORT}"]
+        log = self.work / "coordinator.log"
+        with open(log, "ab") as out:
+            out.write(f"---- start {self.starts + 1}\n".encode())
+            out.flush()
+            self.proc = self.lab.run("src", argv, stdout=out, stderr=out, env=self.env())
+        self.starts += 1
+        wait_health(self.api, self.proc, log, timeout=30)
+
+    def kill(self) -> int:
+        """SIGKILL (``ip netns exec`` execs the server: the same PID)."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        self.proc.kill()
+        self.proc.wait()
+        return pid
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+
+    def client(self) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.user_token}"}
+        return httpx.Client(base_url=self.api, headers=headers, timeout=30)
+
+
+@dataclass
+class Site:
+    """Data files and processes: sources (SIZE/2 each) in src, LUNs in dst."""
+
+    lab: Lab
+    net: Net
+    work: Path
+    member: int
+    sources: dict[str, Source] = field(default_factory=dict)
+    src: dict[str, AgentProc] = field(default_factory=dict)
+    dst: dict[str, AgentProc] = field(default_factory=dict)
+    coordinator: Coordinator | None = None
+
+    def prepare(self) -> None:
+        token = secrets.token_hex(24)
+        for k in LINKS:
+            src = self.sources[k] = write_source(self.work / f"source-{k}.img", self.member, 0)
+            iqn = IQN.format(link=k)
+            lun = make_lun(self.work / f"lun-{k}.img", self.member)
+            self.src[k] = AgentProc(
+                self.lab, "src", k, self.net.src[k], SRC_PORTS[k], self.work, token, src.path
+            )
+            self.dst[k] = AgentProc(
+                self.lab, "dst", k, self.net.dst[k], DST_PORTS[k], self.work, token, lun, iqn
+            )
+        self.coordinator = Coordinator(self.lab, self.net.src["l1"], self.work)
+
+    def fresh_luns(self) -> None:
+        """Zero the LUN files in place (the targets keep them open)."""
+        for a in self.dst.values():
+            with open(a.data, "r+b") as f:
+                f.truncate(0)
+                f.truncate(self.member)
+                os.fsync(f.fileno())
+
+    def agents(self) -> list[AgentProc]:
+        return [*self.src.values(), *self.dst.values()]
+
+    def start(self) -> Coordinator:
+        for a in self.agents():
+            a.start()
+        assert self.coordinator is not None
+        self.coordinator.start()
+        return self.coordinator
+
+    def stop(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.stop()
+        for a in self.agents():
+            a.stop()
