@@ -246,7 +246,23 @@ class AgentScheduler:
             self.sessions = sessions
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._note_restart()
         self._task = self._loop.create_task(self._run(), name="reservoir-scheduler")
+
+    def _note_restart(self) -> None:
+        """Transfers under way when the coordinator (re)starts get an event saying so:
+        the outage shows in their history, and the first pass picks them up."""
+        if self.sessions is None:
+            return
+        with self.sessions() as session:
+            under_way = session.scalars(
+                select(Transfer).where(Transfer.state.in_(("running", "paused")))
+            ).all()
+            for transfer in under_way:
+                events.record(
+                    session, transfer, "scheduler", "coordinator started: following its copies"
+                )
+            session.commit()
 
     async def stop(self) -> None:
         """Stops the loop; the agents' copies keep running (a restart picks them up)."""

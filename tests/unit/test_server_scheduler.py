@@ -404,3 +404,16 @@ def test_the_agent_client_maps_answers_and_failures() -> None:
             await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_coordinator_start_is_recorded_on_the_transfers_under_way(world: World) -> None:
+    tid = two_by_two(world)["id"]
+    world.tick()  # running now
+
+    async def restart() -> None:
+        again = AgentScheduler(world.sessions, world.agents, interval=10)
+        await again.start()
+        await again.stop()
+
+    asyncio.run(restart())
+    assert "coordinator started: following its copies" in world.events(tid)
