@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ import pytest
 from reservoir.agent.control import Agent, AgentSettings, make_server
 from reservoir.agent.target import config as tcfg
 from reservoir.lab.peers import ReservoirTarget, free_port, wait_port
+
+from .servers import running
 
 pytestmark = pytest.mark.integration
 
@@ -52,20 +53,8 @@ def sha(path: Path, length: int) -> str:
 @contextmanager
 def serve_in_thread(settings: AgentSettings) -> Iterator[str]:
     """The agent (API, copies, builtin target) in a uvicorn server of its own thread."""
-    server = make_server(settings, Agent(settings))
-    thread = threading.Thread(target=server.run, name="agent-api")
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the agent's API server did not start")
-            time.sleep(0.01)
+    with running(make_server(settings, Agent(settings)), "agent-api"):
         yield f"http://{settings.host}:{settings.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-    assert not thread.is_alive()
 
 
 def settings_for(tmp_path: Path, target_config: Path | None = None) -> AgentSettings:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +16,8 @@ from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings, make_server
 from reservoir.server.db import make_engine, upgrade
 from reservoir.server.tables import Base
+
+from .servers import running
 
 pytestmark = pytest.mark.integration
 
@@ -41,20 +41,8 @@ def settings_for(db: Path) -> ServerSettings:
 @contextmanager
 def serve_in_thread(settings: ServerSettings) -> Iterator[str]:
     """The coordinator in a uvicorn server of its own thread; stopped with ``should_exit``."""
-    server = make_server(settings)
-    thread = threading.Thread(target=server.run, name="server-api")
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the coordinator's API server did not start")
-            time.sleep(0.01)
+    with running(make_server(settings), "server-api"):
         yield f"http://{settings.host}:{settings.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-    assert not thread.is_alive()
 
 
 @contextmanager

@@ -11,7 +11,6 @@ a few seconds: long enough to act on it mid-transfer.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,8 @@ from reservoir.agent.transfer import copy as engine_copy
 from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings
 from reservoir.server import make_server as make_coordinator
+
+from .servers import running
 
 pytestmark = pytest.mark.integration
 
@@ -55,28 +56,6 @@ async def paced_copy(
         rates = {s: STREAM_RATE for s in range(options.streams * dests)}
         options.stream_caps.want({}, rates)
     return await engine_copy(source, dest, options, progress=progress)
-
-
-def serve(server: Any, name: str) -> tuple[threading.Thread, Any]:
-    thread = threading.Thread(target=server.run, name=name)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not start")
-        time.sleep(0.01)
-    return thread, server
-
-
-@contextmanager
-def running(server: Any, name: str) -> Iterator[None]:
-    thread, _ = serve(server, name)
-    try:
-        yield
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-    assert not thread.is_alive()
 
 
 def agent_settings(state: Path, port: int, target: Path | None = None) -> AgentSettings:

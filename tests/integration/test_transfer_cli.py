@@ -12,8 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +25,8 @@ from reservoir.cli import build_parser
 from reservoir.lab.peers import free_port
 from reservoir.server import NoopScheduler, ServerSettings, create_app
 from reservoir.server import transfer_cli as tc
+
+from .servers import running
 
 pytestmark = pytest.mark.integration
 
@@ -45,20 +45,8 @@ def serve_in_thread(settings: ServerSettings) -> Iterator[str]:
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, lifespan="on", access_log=False
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="transfer-cli-api")
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the coordinator's API server did not start")
-            time.sleep(0.01)
+    with running(uvicorn.Server(config), "transfer-cli-api"):
         yield f"http://{settings.host}:{settings.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-    assert not thread.is_alive()
 
 
 @pytest.fixture(scope="module")
