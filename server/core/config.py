@@ -34,6 +34,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from reservoir.agent.control.core.config import parse_listen  # one HOST:PORT rule
 from reservoir.server.core import security
 
 __all__ = [
@@ -55,13 +56,6 @@ MIN_TOKEN_LENGTH = 24
 
 class SettingsError(ValueError):
     """The coordinator's configuration is unusable; the message is one clear line."""
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"listen address {text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 def default_database_url() -> str:
