@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from test_server_api import InProcess
 
 from reservoir.server import AgentScheduler, ServerSettings, create_app, db
 from reservoir.server.agent_client import (
@@ -26,22 +26,6 @@ AGENT = "unit-agent-token-0123456789abcdef"
 MiB = 1 << 20
 Json = dict[str, Any]
 IQN = "iqn.2026-11.org.reservoir:{}"
-
-
-class InProcess(httpx.BaseTransport):
-    """A synchronous transport into the ASGI app: one short event loop per request."""
-
-    def __init__(self, app: FastAPI) -> None:
-        self.asgi = httpx.ASGITransport(app=app)
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        async def send() -> httpx.Response:
-            response = await self.asgi.handle_async_request(request)
-            body = await response.aread()
-            return httpx.Response(response.status_code, headers=response.headers, content=body)
-
-        request.read()
-        return asyncio.run(send())
 
 
 class FakeAgents:
