@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reservoir.agent.control.copies import CopyFn, CopyManager
 from reservoir.agent.control.core.config import AgentSettings
+from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.target import config as target_config
 from reservoir.agent.target.server import TargetServer
 from reservoir.agent.transfer import copy as engine_copy
@@ -38,6 +39,7 @@ class Agent:
 
     async def start(self) -> None:
         self._open_caps()
+        self._open_pacer()
         count = self.manager.load()
         log.info("agent %s: %d copies in %s", self.settings.name, count, self.settings.state_dir)
         if self.target_config is not None:
@@ -57,6 +59,9 @@ class Agent:
         if self.caps is not None:
             self.caps.close()
             self.caps = None
+        if self.manager.pacer is not None:
+            self.manager.pacer.close()
+            self.manager.pacer = None
 
     def _open_caps(self) -> None:
         """The cwnd cap mechanism, opened before any copy makes a connection (the BPF
@@ -68,6 +73,15 @@ class Agent:
         self.manager.capper = self.caps
         why = f" ({self.caps.why_not_bpf})" if wanted == "bpf" and self.caps.why_not_bpf else ""
         log.info("cwnd caps: %s%s", self.caps.mechanism, why)
+
+    def _open_pacer(self) -> None:
+        """NIC pacing for the copies whose caps ask for it; first removes what an agent
+        that died left on the NICs."""
+        if not self.settings.nic_pacing:
+            return
+        pacer = NicPacer(Path(self.settings.state_dir) / "pacing")
+        pacer.start()
+        self.manager.pacer = pacer
 
     def portals(self) -> list[str]:
         if self.target_config is None:

@@ -36,6 +36,7 @@ from reservoir.agent.control.models import (
     CopyState,
     ProgressPublic,
 )
+from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.control.telemetry import read_tail
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
@@ -173,6 +174,7 @@ class CopyManager:
         self.telemetry_interval = telemetry_interval
         self.jobs: dict[str, CopyJob] = {}
         self.capper: Capper | None = None  # the agent's cwnd cap mechanism, if any
+        self.pacer: NicPacer | None = None  # the agent's NIC pacing, if any
         self._slots = asyncio.Semaphore(max_running)
         for name in ("copies", "checkpoints", "telemetry"):
             (self.state_dir / name).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -238,8 +240,11 @@ class CopyManager:
         copy_id = request.id or secrets.token_hex(8)
         if copy_id in self.jobs:
             raise TransitionError(f"copy {copy_id} exists")
+        if request.caps is not None and request.caps.stream_cwnd_caps and self.capper is None:
+            raise TransitionError("this agent applies no cwnd caps (cwnd_caps = off)")
         checkpoint = self.state_dir / "checkpoints" / f"{copy_id}.json"
         job = CopyJob(copy_id, request, checkpoint)
+        job.caps = request.caps
         self.jobs[copy_id] = job
         self._start(job)
         return job
@@ -273,10 +278,15 @@ class CopyManager:
         if caps.stream_cwnd_caps and self.capper is None:
             raise TransitionError("this agent applies no cwnd caps (cwnd_caps = off)")
         job.caps = caps
-        if job.stream_caps is not None:
+        if job.stream_caps is not None:  # it runs
             job.stream_caps.want(caps.stream_cwnd_caps, caps.stream_pacing_rates)
+            self._pace(job)
         self._save(job)
         return job
+
+    def _pace(self, job: CopyJob) -> None:
+        if self.pacer is not None:
+            self.pacer.set(job.id, {} if job.caps is None else job.caps.nic_pacing_rates)
 
     async def close(self) -> None:
         """Pauses every active copy (checkpoint saved), for a clean agent stop."""
@@ -371,6 +381,7 @@ class CopyManager:
                 job.state, job.runs = CopyState.RUNNING, job.runs + 1
                 self._save(job)
                 options = self._options(job)
+                self._pace(job)
                 summary = await self.copy_fn(
                     job.request.source, job.request.dest, options, progress=on_progress
                 )  # a str for one destination (as before), a list for a striped set
@@ -392,3 +403,5 @@ class CopyManager:
             self._finish(job, CopyState.COMPLETED)
         finally:
             job.task, job.intent, job.stream_caps = None, None, None
+            if self.pacer is not None:
+                self.pacer.clear(job.id)

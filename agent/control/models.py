@@ -124,31 +124,6 @@ class CopyBase(Strict):
         return [self.dest] if isinstance(self.dest, str) else list(self.dest)
 
 
-class CopyCreate(CopyBase):
-    id: str | None = Field(
-        default=None,
-        pattern=COPY_ID,
-        description=(
-            "chosen by the client (e.g. the coordinator) to make the create idempotent: "
-            "the same id and request again answer the existing copy; a copy re-created "
-            "under the same id resumes from its checkpoint"
-        ),
-    )
-    chap: ChapCreate | None = None
-
-
-class ProgressPublic(BaseModel):
-    done_bytes: int = 0
-    total_bytes: int = 0
-    sent_bytes: int = 0
-    rate: float = 0.0  # bytes per second
-    eta: float | None = None  # seconds
-    streams_up: int = 0
-    streams: int = 0
-    paths_up: int = 0
-    paths: int = 0
-
-
 class CapsBase(Strict):
     stream_cwnd_caps: dict[int, int] = Field(default_factory=dict)  # stream -> segments
     stream_pacing_rates: dict[int, int] = Field(default_factory=dict)  # stream -> bytes/s
@@ -173,6 +148,46 @@ class CapsBase(Strict):
             if rate <= 0:
                 raise ValueError(f"{nic}: the rate must be positive")
         return value
+
+
+class CopyCreate(CopyBase):
+    id: str | None = Field(
+        default=None,
+        pattern=COPY_ID,
+        description=(
+            "chosen by the client (e.g. the coordinator) to make the create idempotent: "
+            "the same id and request again answer the existing copy; a copy re-created "
+            "under the same id resumes from its checkpoint"
+        ),
+    )
+    chap: ChapCreate | None = None
+    caps: CapsBase | None = Field(
+        default=None,
+        description=(
+            "caps in force from the first connection (the coordinator's pacing plan: NIC "
+            "and stream pacing rates); PUT /copies/{id}/caps replaces them"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _caps_fit(self) -> CopyCreate:
+        if self.caps is not None:
+            for stream in (*self.caps.stream_cwnd_caps, *self.caps.stream_pacing_rates):
+                if stream >= self.streams:
+                    raise ValueError(f"caps name stream {stream}; the copy has {self.streams}")
+        return self
+
+
+class ProgressPublic(BaseModel):
+    done_bytes: int = 0
+    total_bytes: int = 0
+    sent_bytes: int = 0
+    rate: float = 0.0  # bytes per second
+    eta: float | None = None  # seconds
+    streams_up: int = 0
+    streams: int = 0
+    paths_up: int = 0
+    paths: int = 0
 
 
 class CapsCreate(CapsBase):

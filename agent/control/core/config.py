@@ -71,6 +71,9 @@ class AgentSettings(BaseModel):
     # How cwnd caps are applied: "bpf" (a sock_ops program, falling back to
     # "pacing-rate" where BPF is not possible), "pacing-rate" (SO_MAX_PACING_RATE), "off".
     cwnd_caps: Literal["bpf", "pacing-rate", "off"] = "bpf"
+    # Whether the NIC pacing rates a copy's caps name are applied (a root qdisc on
+    # each NIC while the copy runs; needs CAP_NET_ADMIN).
+    nic_pacing: bool = True
     tls_cert: Path | None = None  # PEM; with tls_key, the API is served over HTTPS
     tls_key: Path | None = None
 

@@ -17,6 +17,7 @@ from reservoir.agent.control.models import (
     CopyCreate,
     CopyPublic,
 )
+from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.telemetry import Record
 
 __all__ = ["NOT_RUNNING", "caps_public", "copy_public", "router"]
@@ -24,28 +25,34 @@ __all__ = ["NOT_RUNNING", "caps_public", "copy_public", "router"]
 router = APIRouter(prefix="/copies", tags=["copies"], dependencies=[Authorized])
 
 NOT_RUNNING = "stored: applied to the streams when the copy runs"
-NIC_PACING = "per-NIC pacing is applied by the pacing plan of a transfer, not per copy"
 CopyId = Annotated[str, "copy id"]
 
 
-def caps_public(job: CopyJob) -> CapsPublic:
-    """What was asked, and whether (and how) it is applied to the running streams."""
+def caps_public(job: CopyJob, pacer: NicPacer | None = None) -> CapsPublic:
+    """What was asked, and whether (and how) it is applied to the running streams
+    and NICs."""
     assert job.caps is not None
     live = job.stream_caps
     if live is None:
         return CapsPublic(requested=job.caps, applied=False, reason=NOT_RUNNING)
     reason = f"cwnd caps with {live.mechanism}; pacing rates with SO_MAX_PACING_RATE"
-    if job.caps.nic_pacing_rates:
-        reason += f"; {NIC_PACING}"
+    applied = not live.errors
+    nics = job.caps.nic_pacing_rates
+    if nics and pacer is None:
+        reason += "; NIC pacing: not available on this agent"
+        applied = False
+    elif nics and pacer is not None:
+        reason += f"; NIC pacing: {pacer.describe(nics)}"
+        applied = applied and not set(nics) & set(pacer.errors)
     if live.errors:
         reason += "; not applied on " + ", ".join(
             f"stream {s}: {why}" for s, why in sorted(live.errors.items())
         )
-    return CapsPublic(requested=job.caps, applied=not live.errors, reason=reason)
+    return CapsPublic(requested=job.caps, applied=applied, reason=reason)
 
 
-def copy_public(job: CopyJob) -> CopyPublic:
-    base = job.request.model_dump(exclude={"chap", "id"})
+def copy_public(job: CopyJob, pacer: NicPacer | None = None) -> CopyPublic:
+    base = job.request.model_dump(exclude={"chap", "id", "caps"})
     return CopyPublic(
         **base,
         id=job.id,
@@ -56,7 +63,7 @@ def copy_public(job: CopyJob) -> CopyPublic:
         progress=job.progress,
         last_error=job.last_error,
         summary=job.summary,
-        caps=None if job.caps is None else caps_public(job),
+        caps=None if job.caps is None else caps_public(job, pacer),
         checkpoint=str(job.checkpoint),
         runs=job.runs,
     )
@@ -86,18 +93,18 @@ async def create_copy(body: CopyCreate, manager: ManagerDep, response: Response)
         job = manager.existing(body)
         if job is not None:
             response.status_code = status.HTTP_200_OK
-            return copy_public(job)
-        return copy_public(manager.create(body))
+            return copy_public(job, manager.pacer)
+        return copy_public(manager.create(body), manager.pacer)
 
 
 @router.get("")
 async def list_copies(manager: ManagerDep) -> list[CopyPublic]:
-    return [copy_public(job) for job in manager.all()]
+    return [copy_public(job, manager.pacer) for job in manager.all()]
 
 
 @router.get("/{copy_id}")
 async def get_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
-    return copy_public(_job(manager, copy_id))
+    return copy_public(_job(manager, copy_id), manager.pacer)
 
 
 @contextmanager
@@ -113,21 +120,21 @@ def _transition() -> Iterator[None]:
 async def pause_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
     with _transition():
-        return copy_public(await manager.pause(copy_id))
+        return copy_public(await manager.pause(copy_id), manager.pacer)
 
 
 @router.post("/{copy_id}/resume")
 async def resume_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
     with _transition():
-        return copy_public(manager.resume(copy_id))
+        return copy_public(manager.resume(copy_id), manager.pacer)
 
 
 @router.post("/{copy_id}/cancel")
 async def cancel_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
     with _transition():
-        return copy_public(await manager.cancel(copy_id))
+        return copy_public(await manager.cancel(copy_id), manager.pacer)
 
 
 @router.get("/{copy_id}/telemetry")
@@ -145,4 +152,4 @@ async def set_caps(copy_id: CopyId, body: CapsCreate, manager: ManagerDep) -> Ca
         job = manager.set_caps(copy_id, CapsBase.model_validate(body.model_dump()))
     except TransitionError as exc:
         raise _conflict(exc) from None
-    return caps_public(job)
+    return caps_public(job, manager.pacer)

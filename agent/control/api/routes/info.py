@@ -28,6 +28,8 @@ async def get_info(agent: AgentDep) -> InfoPublic:
         target_portals=agent.portals(),
         volumes=info.volumes(agent.target_config),
         caps_requested={
-            job.id: caps_public(job) for job in agent.manager.all() if job.caps is not None
+            job.id: caps_public(job, agent.manager.pacer)
+            for job in agent.manager.all()
+            if job.caps is not None
         },
     )

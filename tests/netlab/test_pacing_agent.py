@@ -1,0 +1,148 @@
+"""A pacing plan applied by a real agent to a real copy (design 3.3): two agents in lab
+hosts joined by one unshaped veth; the source agent copies into the destination
+agent's builtin target with the caps the coordinator's plan gives.
+
+- ``nic_pacing_rates``: the agent installs a pacing qdisc on its NIC while the copy
+  runs and removes it after; the copy's streams together carry the NIC's rate.
+- ``stream_pacing_rates``: each stream carries its own rate (SO_MAX_PACING_RATE).
+
+Rates are compared on the TCP payload scale, from the agent's own telemetry in the
+middle of the copy: the qdisc counts Ethernet frames (payload = rate x 1448 / 1514),
+TCP's own pacing counts the payload of what it sends (payload = rate).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from reservoir.lab._coord_site import AgentProc, inside
+from reservoir.lab.network import Lab
+from reservoir.lab.spec import parse
+from reservoir.pacing import nic
+
+from .conftest import lab_of
+
+pytestmark = pytest.mark.integration
+
+SRC, DST = "10.207.1.1", "10.207.1.2"
+IQN = "iqn.2026-11.org.reservoir:pacing"
+MiB = 1 << 20
+Json = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    link = {"name": "l1", "a": "src", "b": "dst", "a_addr": f"{SRC}/24", "b_addr": f"{DST}/24"}
+    yield from lab_of(parse({"host": [{"name": "src"}, {"name": "dst"}], "link": [link]}))
+
+
+class Agents:
+    def __init__(self, lab: Lab, work: Path, size: int) -> None:
+        self.lab, self.size = lab, size
+        token = secrets.token_hex(16)
+        source, self.lun = work / "source.img", work / "lun.img"
+        source.write_bytes(os.urandom(size))
+        with open(self.lun, "wb") as f:
+            f.truncate(size)
+        self.src = AgentProc(lab, "src", "l1", SRC, 8481, work, token, source)
+        self.dst = AgentProc(lab, "dst", "l1", DST, 8482, work, token, self.lun, IQN)
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def api(self, method: str, path: str, **kw: Any) -> Any:
+        with inside(self.lab.ns("src")):
+            r = httpx.request(
+                method, f"{self.src.url}/api/v1{path}", headers=self.headers, timeout=10, **kw
+            )
+        assert r.status_code < 300, r.text
+        return r.json() if r.content else {}
+
+    def copy(self, streams: int, caps: Json) -> str:
+        body = {
+            "source": str(self.src.data),
+            "dest": f"iscsi://{DST}:3260/{IQN}/0",
+            "streams": streams,
+            "extent_size": 4 * MiB,
+            "caps": caps,
+        }
+        return str(self.api("POST", "/copies", json=body)["id"])
+
+    def wait(self, copy_id: str, timeout: float = 60) -> Json:
+        deadline = time.monotonic() + timeout
+        while True:
+            copy: Json = self.api("GET", f"/copies/{copy_id}")
+            if copy["state"] not in ("queued", "running"):
+                return copy
+            assert time.monotonic() < deadline, f"copy still {copy['state']}"
+            time.sleep(0.2)
+
+    def stream_rates(self, copy_id: str) -> dict[str, float]:
+        """Median bit/s of each stream over the middle half of the copy."""
+        records = self.api("GET", f"/copies/{copy_id}/telemetry", params={"limit": 10_000})
+        samples = [r for r in records if r["type"] == "stream" and r["bits_per_second"]]
+        first, last = min(r["time"] for r in samples), max(r["time"] for r in samples)
+        lo, hi = first + (last - first) / 4, last - (last - first) / 4
+        by_stream: dict[str, list[float]] = {}
+        for r in samples:
+            if lo <= r["time"] <= hi:
+                by_stream.setdefault(r["stream"], []).append(r["bits_per_second"])
+        return {s: statistics.median(v) for s, v in by_stream.items()}
+
+
+@pytest.fixture(scope="module")
+def agents(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agents]:
+    a = Agents(lab, tmp_path_factory.mktemp("pacing-agents"), 96 * MiB)
+    try:
+        with inside(lab.ns("src")):  # where the health checks can reach both agents
+            a.dst.start()
+            a.src.start()
+        yield a
+    finally:
+        a.src.stop()
+        a.dst.stop()
+
+
+def root_kind(lab: Lab) -> tuple[str, int | None]:
+    q = nic.current("l1", lab.ns("src"))
+    return q.kind, q.rate_bps
+
+
+def test_nic_pacing_holds_while_the_copy_runs_and_goes_after(lab: Lab, agents: Agents) -> None:
+    rate = 200_000_000
+    copy_id = agents.copy(4, {"nic_pacing_rates": {"l1": rate // 8}})
+    deadline = time.monotonic() + 10
+    while (state := agents.api("GET", f"/copies/{copy_id}")["state"]) != "running":
+        assert time.monotonic() < deadline, state
+        time.sleep(0.05)
+    kind, installed = root_kind(lab)
+    copy = agents.wait(copy_id)
+    assert copy["state"] == "completed", copy["last_error"]
+    assert (kind, installed) == ("tbf", rate)
+    assert root_kind(lab)[0] != "tbf"  # removed with the copy
+    assert agents.lun.read_bytes() == agents.src.data.read_bytes()
+    rates = agents.stream_rates(copy_id)
+    total, expected = sum(rates.values()), rate * 1448 / 1514
+    print(f"NIC paced at {rate / 1e6:.0f} Mbit/s: streams carry {total / 1e6:.1f} Mbit/s")
+    assert abs(total - expected) / expected < 0.03
+
+
+def test_stream_pacing_gives_each_stream_its_rate(agents: Agents) -> None:
+    rates = {0: 40_000_000, 1: 80_000_000}
+    caps = {"stream_pacing_rates": {str(s): r // 8 for s, r in rates.items()}}
+    copy_id = agents.copy(2, caps)
+    copy = agents.wait(copy_id)
+    assert copy["state"] == "completed", copy["last_error"]
+    measured = agents.stream_rates(copy_id)
+    for stream, rate in rates.items():
+        expected = rate
+        got = measured[str(stream)]
+        print(f"stream {stream} paced at {rate / 1e6:.0f} Mbit/s: {got / 1e6:.1f} Mbit/s")
+        assert abs(got - expected) / expected < 0.03
