@@ -6,10 +6,14 @@ One pass: read each transfer's newest sample per stream (collected by
 transfer's :class:`~reservoir.server.equalizer.Equalizer` (a stream is named
 ``<copy id>/<stream>``; streams on the same path of the same copy share a
 bottleneck group); push the caps of every copy whose caps changed to its agent
-(``PUT /copies/{id}/caps``, ``stream_cwnd_caps`` in segments); record every decision
-as an ``equalizer`` event with the figures that led to it.  No database session is
-held while an agent is called.  The caps a pass sets replace the copy's whole cap
-set (per-stream pacing rates from a pacing plan are not combined with them yet).
+(``PUT /copies/{id}/caps``, ``stream_cwnd_caps`` in segments, together with the
+pacing rates of the transfer's pacing plan, ``pacing.py``, since a PUT replaces the
+copy's whole cap set); record every decision as an ``equalizer`` event with the
+figures that led to it.  No database session is held while an agent is called.
+
+Streams share a bottleneck group when they run over links with the same
+``bottleneck`` name (links declared as crossing one router queue or WAN circuit),
+across the copies and agents of the transfer; a link without one is its own group.
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from reservoir.server import events
 from reservoir.server.agent_client import AgentError, AgentRef, HttpAgentClient, Json
 from reservoir.server.equalizer import Decision, Equalizer, EqualizerConfig, StreamSample
-from reservoir.server.leg_copies import agent_ref
+from reservoir.server.leg_copies import VolumeError, agent_ref, plan_transfer
+from reservoir.server.tables import Link, Transfer, TransferLeg
 from reservoir.server.tables import StreamSample as SampleRow
-from reservoir.server.tables import Transfer, TransferLeg
 from reservoir.server.telemetry import latest_per_stream
 
 log = logging.getLogger("reservoir.server.equalizer")
@@ -46,6 +50,7 @@ class CapsClient(Protocol):
 @dataclass
 class _Copy:
     agent: AgentRef
+    base: Json = field(default_factory=dict)  # the pacing plan's caps of the copy
     pushed: dict[int, int] = field(default_factory=dict)  # stream -> segments
 
 
@@ -62,6 +67,7 @@ class _Work:
     samples: list[StreamSample]
     newest: float
     agents: dict[str, AgentRef]
+    base: dict[str, Json]  # copy -> the pacing plan's caps
 
 
 class EqualizerLoop:
@@ -108,7 +114,7 @@ class EqualizerLoop:
             state = self._states.setdefault(item.transfer_id, _State(Equalizer(self.config)))
             state.seen = item.newest
             for copy_id, agent in item.agents.items():
-                state.copies.setdefault(copy_id, _Copy(agent))
+                state.copies.setdefault(copy_id, _Copy(agent)).base = item.base.get(copy_id, {})
             made[item.transfer_id] = state.equalizer.step(item.samples, time.time())
         for transfer_id, decisions in made.items():
             if decisions:
@@ -128,8 +134,10 @@ class EqualizerLoop:
             fresh = [s for s in latest_per_stream(session, [transfer.id]) if s.time > seen]
             if not fresh:
                 continue
-            samples = [x for s in fresh if (x := _sample(s)) is not None]
-            work.append(_Work(transfer.id, samples, max(s.time for s in fresh), _agents(transfer)))
+            layout = _layout(session, transfer)
+            samples = [x for s in fresh if (x := _sample(s, layout)) is not None]
+            newest = max(s.time for s in fresh)
+            work.append(_Work(transfer.id, samples, newest, _agents(transfer), layout.base))
         return work
 
     async def _push(self, state: _State) -> None:
@@ -143,7 +151,7 @@ class EqualizerLoop:
             }
             if caps == copy.pushed:
                 continue
-            body: Json = {"stream_cwnd_caps": {str(s): c for s, c in caps.items()}}
+            body: Json = {**copy.base, "stream_cwnd_caps": {str(s): c for s, c in caps.items()}}
             try:
                 await self.client.set_caps(copy.agent, copy_id, body)
             except AgentError as exc:
@@ -164,11 +172,45 @@ class EqualizerLoop:
             session.commit()
 
 
-def _sample(row: SampleRow) -> StreamSample | None:
+@dataclass(frozen=True)
+class _Layout:
+    """What a transfer's plan says of its copies."""
+
+    base: dict[str, Json]  # copy -> the pacing plan's caps
+    groups: dict[str, tuple[str, ...]]  # copy -> the bottleneck group of each path
+
+
+def _layout(session: Session, transfer: Transfer) -> _Layout:
+    try:
+        plans = plan_transfer(session, transfer)
+    except VolumeError:  # the scheduler reports it; nothing to pace or group by
+        return _Layout({}, {})
+    base = {p.copy_id: dict(p.request.get("caps") or {}) for p in plans}
+    groups = {}
+    for plan in plans:
+        links = [session.get(Link, i) for i in plan.link_ids]
+        groups[plan.copy_id] = tuple(
+            f"bottleneck {lk.bottleneck}" if lk.bottleneck else f"link {lk.name}"
+            for lk in links
+            if lk is not None
+        )
+    return _Layout(base, groups)
+
+
+def _group(row: SampleRow, layout: _Layout) -> str:
+    """Stream ``i`` of a copy over paths ``L1..Lk`` runs on ``L(i mod k)``: its group is
+    that link's bottleneck, shared with every stream of the transfer behind it."""
+    groups = layout.groups.get(row.copy_id, ())
+    if groups and row.stream.isdigit():
+        return groups[int(row.stream) % len(groups)]
+    return f"{row.copy_id} {row.path}" if row.path else row.copy_id
+
+
+def _sample(row: SampleRow, layout: _Layout) -> StreamSample | None:
     """The control law's view of a collected sample (None without a rate or an RTT)."""
     if row.bits_per_second is None or not row.rtt:
         return None
-    group = f"{row.copy_id} {row.path}" if row.path else row.copy_id
+    group = _group(row, layout)
     name = f"{row.copy_id}/{row.stream}"
     return StreamSample(name, group, row.bits_per_second / 8, row.rtt / 1e6, MSS)
 

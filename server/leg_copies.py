@@ -18,6 +18,8 @@ else the agent's first NIC address and port 3260:
 Paths (one destination only, the engine reaches several destinations at their own
 URLs): each link of the leg gives ``LOCAL=REMOTE:PORT`` with the source agent's NIC
 address on that link, the destination agent's NIC address on it and the portal's port.
+Such a copy also carries the transfer's pacing plan as its initial ``caps``
+(``pacing.py``).
 
 The copy's id is chosen here, ``<transfer id>-leg<first leg index>``: creating it
 is idempotent on the agent, and a copy the agent lost is created again under the
@@ -30,8 +32,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from reservoir.server.agent_client import AgentRef
-from reservoir.server.tables import Agent, AgentVolume, Link, Transfer, TransferLeg
+from reservoir.server.pacing import copy_caps, link_sharing
+from reservoir.server.tables import Agent, AgentVolume, Link, Transfer, TransferLeg, VolumeSet
 
 __all__ = [
     "ISCSI_PORT",
@@ -41,6 +46,7 @@ __all__ = [
     "copy_id",
     "extent_size",
     "plan_copies",
+    "plan_transfer",
     "portal",
     "volume_url",
 ]
@@ -63,6 +69,7 @@ class CopyPlan:
     leg_ids: tuple[int, ...]
     leg_bytes: tuple[int, ...]
     request: dict[str, Any]
+    link_ids: tuple[str, ...] = ()  # its paths' links, in order: stream i runs on i mod k
 
     @property
     def bytes(self) -> int:
@@ -147,7 +154,11 @@ def _groups(legs: Iterable[TransferLeg]) -> list[list[TransferLeg]]:
 
 
 def _request(
-    transfer: Transfer, legs: list[TransferLeg], stripe_unit: int, links: Mapping[str, Link]
+    transfer: Transfer,
+    legs: list[TransferLeg],
+    stripe_unit: int,
+    links: Mapping[str, Link],
+    sharing: Mapping[str, int],
 ) -> dict[str, Any]:
     first = legs[0]
     dests = [volume_url(leg.dest_volume) for leg in legs]
@@ -163,16 +174,32 @@ def _request(
     if len(dests) > 1:
         body["stripe_unit"] = stripe_unit
     else:
-        chosen = [links[i] for i in first.link_ids if i in links]
+        chosen = [links[i] for i in _chosen(legs, links)]
         body["paths"] = link_paths(chosen, first.source_volume, first.dest_volume)
+        caps = copy_caps(
+            transfer.pacing_policy,
+            transfer.pacing_margin,
+            chosen,
+            first.source_volume.agent,
+            streams=first.streams,
+            sharing=sharing,
+        )
+        if caps is not None:
+            body["caps"] = caps
     return body
+
+
+def _chosen(legs: list[TransferLeg], links: Mapping[str, Link]) -> tuple[str, ...]:
+    return tuple(i for i in legs[0].link_ids if i in links)
 
 
 def plan_copies(transfer: Transfer, stripe_unit: int, links: Mapping[str, Link]) -> list[CopyPlan]:
     """The agent copies of ``transfer``; raises :class:`VolumeError`."""
     plans = []
-    for legs in _groups(transfer.legs):
-        request = _request(transfer, legs, stripe_unit, links)
+    groups = _groups(transfer.legs)
+    sharing = link_sharing(legs[0].link_ids for legs in groups if len(legs) == 1)
+    for legs in groups:
+        request = _request(transfer, legs, stripe_unit, links, sharing)
         plans.append(
             CopyPlan(
                 copy_id=request["id"],
@@ -180,6 +207,17 @@ def plan_copies(transfer: Transfer, stripe_unit: int, links: Mapping[str, Link])
                 leg_ids=tuple(leg.id for leg in legs),
                 leg_bytes=tuple(leg.bytes for leg in legs),
                 request=request,
+                link_ids=_chosen(legs, links) if "paths" in request else (),
             )
         )
     return plans
+
+
+def plan_transfer(session: Session, transfer: Transfer) -> list[CopyPlan]:
+    """:func:`plan_copies` with the transfer's source set and links read from the
+    database; raises :class:`VolumeError`."""
+    vset = session.get(VolumeSet, transfer.source_set_id)
+    assert vset is not None  # RESTRICT: a set in use cannot be deleted
+    link_ids = {i for leg in transfer.legs for i in leg.link_ids}
+    links = {i: link for i in link_ids if (link := session.get(Link, i)) is not None}
+    return plan_copies(transfer, vset.stripe_unit, links)

@@ -282,6 +282,14 @@ class LinkBase(Strict):
     capacity_bps: int = Field(gt=0, description="bits per second")
     rtt_ms: float = Field(ge=0, le=10_000)
     source: LinkSource = LinkSource.DECLARED
+    bottleneck: Name | None = Field(
+        default=None,
+        description=(
+            "the name of a constraint this link shares with others (a router queue, a WAN "
+            "circuit): the equalizer evens out the streams of all links with the same "
+            "bottleneck together; without one, each link's streams on their own"
+        ),
+    )
 
     @model_validator(mode="after")
     def _two_ends(self) -> LinkBase:
@@ -303,6 +311,7 @@ class LinkCreate(LinkBase):
                     "capacity_bps": 10**10,
                     "rtt_ms": 100.0,
                     "source": "declared",
+                    "bottleneck": "wan-a-b",
                 }
             ]
         }

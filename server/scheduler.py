@@ -58,10 +58,10 @@ from reservoir.server.agent_client import (
     HttpAgentClient,
 )
 from reservoir.server.errors import InvalidRequestError
-from reservoir.server.leg_copies import CopyPlan, VolumeError, plan_copies
+from reservoir.server.leg_copies import CopyPlan, VolumeError, plan_transfer
 from reservoir.server.models import TransferState
 from reservoir.server.states import Action, TransitionError, next_state
-from reservoir.server.tables import Link, Transfer, TransferLeg, VolumeSet, utcnow
+from reservoir.server.tables import Transfer, TransferLeg, utcnow
 
 __all__ = ["POLL_INTERVAL", "AgentScheduler", "NoopScheduler", "Scheduler"]
 
@@ -140,14 +140,6 @@ class View:
     error: str | None = None  # the copies could not be planned
 
 
-def _plan(session: Session, transfer: Transfer) -> list[CopyPlan]:
-    vset = session.get(VolumeSet, transfer.source_set_id)
-    assert vset is not None  # RESTRICT: a set in use cannot be deleted
-    link_ids = {i for leg in transfer.legs for i in leg.link_ids}
-    links = {i: link for i in link_ids if (link := session.get(Link, i)) is not None}
-    return plan_copies(transfer, vset.stripe_unit, links)
-
-
 def _needs_work() -> Any:
     """Transfers a pass looks at: queued or running, or with copies left to stop."""
     stop = select(TransferLeg.transfer_id).where(TransferLeg.copy_state.in_(COPY_ACTIVE))
@@ -164,7 +156,7 @@ def _needs_work() -> Any:
 def _view(session: Session, transfer: Transfer) -> View:
     done = {leg.id for leg in transfer.legs if leg.state == COMPLETED}
     try:
-        plans = _plan(session, transfer)
+        plans = plan_transfer(session, transfer)
     except VolumeError as exc:
         return View(transfer.id, transfer.state, [], str(exc))
     todo = [p for p in plans if not set(p.leg_ids) <= done]
@@ -212,7 +204,7 @@ class AgentScheduler:
 
     def check(self, session: Session, transfer: Transfer) -> None:
         try:
-            _plan(session, transfer)
+            plan_transfer(session, transfer)
         except VolumeError as exc:
             raise InvalidRequestError(("destination",), str(exc)) from None
 

@@ -184,6 +184,7 @@ class Link(Base):
     capacity_bps: Mapped[int] = mapped_column(BigInteger)
     rtt_ms: Mapped[float]
     source: Mapped[str] = mapped_column(String(16))
+    bottleneck: Mapped[str | None] = mapped_column(String(NAME), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -25,6 +25,7 @@ def public(link: Link) -> LinkPublic:
         capacity_bps=link.capacity_bps,
         rtt_ms=link.rtt_ms,
         source=link.source,  # type: ignore[arg-type]  # validated to a LinkSource
+        bottleneck=link.bottleneck,
         created_at=link.created_at,
     )
 
@@ -62,6 +63,7 @@ def create(session: Session, body: LinkCreate) -> Link:
         capacity_bps=body.capacity_bps,
         rtt_ms=body.rtt_ms,
         source=body.source.value,
+        bottleneck=body.bottleneck,
         created_at=utcnow(),
     )
     session.add(link)

@@ -20,6 +20,7 @@ from reservoir.server.agent_client import (
     HttpAgentClient,
 )
 from reservoir.server.legs import SUPPORTED_LAYOUTS
+from reservoir.server.tables import Transfer
 
 USER = "unit-user-token-0123456789abcdef"
 AGENT = "unit-agent-token-0123456789abcdef"
@@ -344,7 +345,11 @@ def test_the_scheduler_loop_starts_and_stops_in_the_running_loop(world: World) -
     async def main() -> None:
         scheduler = AgentScheduler(world.sessions, world.agents, interval=0.01)
         await scheduler.start()
-        await asyncio.sleep(0.05)
+        for _ in range(500):  # its passes run on their own, until one starts the transfer
+            await asyncio.sleep(0.01)
+            with world.sessions() as session:
+                if session.get(Transfer, tid).state == "running":  # type: ignore[union-attr]
+                    break
         scheduler.wake()
         await scheduler.stop()
 
