@@ -3,7 +3,9 @@
 A link with ``delay_ms == 0`` is one veth pair between its two hosts, rate
 limited with TBF on both ends. A link with a delay goes through a middle
 namespace running the delay line ``dline`` (which also does the rate limit,
-before the delay, and the loss)::
+before the delay, and the loss). A host with ``forward`` is a router (IP
+forwarding on, reverse-path filtering off); a host's extra ``addrs`` go on its
+loopback, and the spec's routes are added once every link is up::
 
     with Lab(spec) as lab:          # up() on enter, down() on exit (and atexit)
         lab.exec("a", ["iperf3", "-c", "10.201.1.2"])
@@ -32,7 +34,7 @@ from typing import Any
 
 from reservoir.lab import delayline, netns
 from reservoir.lab.netns import LabError
-from reservoir.lab.spec import Link, Spec
+from reservoir.lab.spec import Host, Link, Spec
 
 RUN_ROOT = Path("/run/reservoir-lab")
 TCP_MEM_MAX = 512 << 20
@@ -133,12 +135,16 @@ class Lab:
             dline = delayline.build() if any(lk.delayed for lk in self.spec.links) else None
             for host in self.spec.hosts:
                 self._add_ns(self.ns(host.name), host=True)
+                self._setup_host(host)
             for link in self.spec.links:
                 if link.delayed:
                     assert dline is not None
                     self._add_delayed(link, dline)
                 else:
                     self._add_direct(link)
+            for route in self.spec.routes:
+                what = f"ip route add {route.to} via {route.via} in {route.host}"
+                netns.ns_run(self.ns(route.host), ["ip", *route.ip_args()], what)
         except BaseException:
             self.down()
             raise
@@ -183,7 +189,7 @@ class Lab:
     def _set_link(self, name: str, updown: str) -> None:
         link = self.spec.link(name)
         for host in (link.a, link.b):
-            netns.ns_run(self.ns(host), ["ip", "link", "set", name, updown])
+            netns.ns_run(self.ns(host), ["ip", "link", "set", "dev", name, updown])
 
     # ------------------------------------------------------------ processes
 
@@ -215,14 +221,28 @@ class Lab:
             netns.sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1")
             netns.sysctl(ns, "net.ipv6.conf.default.disable_ipv6", "1")
 
+    def _setup_host(self, host: Host) -> None:
+        ns = self.ns(host.name)
+        if host.forward:
+            netns.sysctl(ns, "net.ipv4.ip_forward", "1")
+            netns.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")
+            # a router sees asymmetric paths: a strict reverse-path filter would drop them
+            # (the effective value is the larger of "all" and the device's, which the
+            # links made later take from "default")
+            netns.sysctl(ns, "net.ipv4.conf.all.rp_filter", "0")
+            netns.sysctl(ns, "net.ipv4.conf.default.rp_filter", "0")
+        for addr in host.addrs:
+            netns.ns_run(ns, ["ip", "addr", "add", str(addr), "dev", "lo"], f"ip addr add {addr}")
+
     def _veth(self, ns1: str, name1: str, ns2: str, name2: str) -> None:
         peer = ["peer", "name", name2, "netns", ns2]
-        cmd = ["ip", "link", "add", name1, "netns", ns1, "type", "veth", *peer]
+        # "name"/"dev" spelled out: a link may be called like an ip keyword (e.g. "b")
+        cmd = ["ip", "link", "add", "name", name1, "netns", ns1, "type", "veth", *peer]
         netns.run(cmd, f"ip link add (veth {ns1}/{name1} - {ns2}/{name2})")
 
     def _host_end(self, link: Link, host: str, addr: str, shape: bool) -> None:
         ns = self.ns(host)
-        netns.ns_run(ns, ["ip", "link", "set", link.name, "mtu", str(link.mtu), "up"])
+        netns.ns_run(ns, ["ip", "link", "set", "dev", link.name, "mtu", str(link.mtu), "up"])
         netns.ns_run(ns, ["ip", "addr", "add", addr, "dev", link.name], "ip addr add")
         if shape:
             tc = ["tc", "qdisc", "add", "dev", link.name, "root", *tbf_args(link)]
@@ -240,7 +260,7 @@ class Lab:
         self._veth(self.ns(link.a), link.name, mid, MID_A)
         self._veth(self.ns(link.b), link.name, mid, MID_B)
         for side in (MID_A, MID_B):
-            netns.ns_run(mid, ["ip", "link", "set", side, "mtu", str(link.mtu), "up"])
+            netns.ns_run(mid, ["ip", "link", "set", "dev", side, "mtu", str(link.mtu), "up"])
         self._host_end(link, link.a, str(link.a_addr), shape=False)
         self._host_end(link, link.b, str(link.b_addr), shape=False)
         self._start_line(link, mid, dline)
