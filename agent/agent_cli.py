@@ -1,4 +1,5 @@
-"""``reservoir agent serve --config FILE``: the agent with its control API and builtin target.
+"""``reservoir agent serve --config FILE``: the agent with its control API and builtin target;
+``reservoir agent tune --profile NAME | --revert``: host tuning profiles (``agent.tuning``).
 
 The file's ``[agent]`` table holds the settings (see ``config/agent.example.toml``);
 ``target_config`` names the builtin target's own TOML file (``reservoir target ...``).
@@ -11,7 +12,7 @@ import logging
 import sys
 from typing import Any
 
-__all__ = ["main", "register", "serve"]
+__all__ = ["main", "register", "serve", "tune"]
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -23,6 +24,16 @@ def register(sub: Sub) -> None:
     p.add_argument("--config", required=True, help="TOML file with an [agent] table")
     p.add_argument("--listen", metavar="HOST:PORT", help="override agent.listen")
     p.set_defaults(func=serve)
+    t = asub.add_parser(
+        "tune",
+        help="apply a host tuning profile (config/tuning/) or revert it",
+        description="Apply a host tuning profile in this network namespace, or revert "
+        "to the values from before. Exit 0: applied; 3: something refused; 2: bad profile.",
+    )
+    from reservoir.agent.tuning import add_tune_arguments
+
+    add_tune_arguments(t)
+    t.set_defaults(func=tune)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -46,6 +57,12 @@ def serve(args: argparse.Namespace) -> int:
         print(f"reservoir agent serve: {exc}", file=sys.stderr)
         return 1
     return 0 if server.started else 1
+
+
+def tune(args: argparse.Namespace) -> int:
+    from reservoir.agent.tuning import run_tune
+
+    return run_tune(args)
 
 
 def main(argv: list[str] | None = None) -> int:

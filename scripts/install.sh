@@ -11,7 +11,9 @@ APT_PACKAGES=(
     tgt libiscsi-bin      # peers: reference target and libiscsi tools/conformance suite
     iperf3                # memory-to-memory baselines
     iproute2 procps       # namespaces, links, process control in tests
+    ethtool               # interrupt coalescing of tuning profiles (reservoir agent tune)
     clang llvm libbpf-dev bpftool  # the BPF sock_ops program of the pacing component
+    chromium              # the dashboard's browser tests (Playwright drives it; no download)
 )
 
 missing=()
@@ -45,4 +47,11 @@ fi
 .venv/bin/python -c 'from reservoir.lab.delayline import build; print("install: delay line:", build())'
 .venv/bin/python -c 'from reservoir.pacing._build import build; print("install: cwnd clamp BPF program:", build())' \
     || echo "install: warning: the cwnd clamp BPF program was not built; cwnd caps will use SO_MAX_PACING_RATE"
+# The dashboard (web/): uPlot from the committed package-lock.json, then web/dist, the
+# folder the coordinator serves at / (no network needed at run time).
+if command -v npm >/dev/null; then
+    (cd web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
+else
+    echo "install: warning: npm not found; the dashboard is not built (the coordinator's / answers 503)"
+fi
 touch .venv/.installed
