@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance bench bench-lfn bench-coordinator fmt clean
+.PHONY: install test check demo conformance bench bench-lfn bench-coordinator bench-equalizer fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -31,6 +31,9 @@ bench-lfn: $(STAMP) ## reservoir copy on the emulated 2 x 500 Mbit/s, 100 ms LFN
 
 bench-coordinator: $(STAMP) ## transfers through the coordinator's API on the emulated LFN: end to end, coordinator killed
 	.venv/bin/python -m reservoir.lab.bench_coordinator
+
+bench-equalizer: $(STAMP)  ## 16 streams, 60 and 200 ms paths, one shared bottleneck: equalizer off/on vs iperf3
+	.venv/bin/python -m reservoir.lab.bench_equalizer
 
 fmt: $(STAMP)
 	.venv/bin/ruff format reservoir agent lab server kmod-pacing tests

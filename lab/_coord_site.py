@@ -83,6 +83,8 @@ class AgentProc:
     data: Path
     iqn: str = ""
     proc: subprocess.Popen[Any] | None = None
+    portals: tuple[str, ...] = ()  # the target's addresses (default: addr)
+    cwnd_caps: str = "pacing-rate"  # the agent setting: bpf, pacing-rate, off
 
     @property
     def name(self) -> str:
@@ -105,13 +107,14 @@ class AgentProc:
             f'listen = "{self.addr}:{self.port}"',
             f'tokens = ["{self.token}"]',
             f'state_dir = "{home / "state"}"',
-            'cwnd_caps = "pacing-rate"',
+            f'cwnd_caps = "{self.cwnd_caps}"',
         ]
         if self.role == "dst":
             target = home / "target.toml"
             luns = [tcfg.Lun(0, str(self.data))]
             conf = tcfg.TargetConfig(
-                portals=[(self.addr, ISCSI_PORT)], targets=[tcfg.Target(iqn=self.iqn, luns=luns)]
+                portals=[(a, ISCSI_PORT) for a in self.portals or (self.addr,)],
+                targets=[tcfg.Target(iqn=self.iqn, luns=luns)],
             )
             tcfg.save(conf, target)
             lines.append(f'target_config = "{target}"')
