@@ -13,6 +13,8 @@ src's network namespace (setns) and, through ``/api/v1``, registers the agents w
 their volumes, a source and a destination volume set (2 members, 4 MiB stripe unit)
 and both links, then runs:
 
+- iperf3: STREAMS iperf3 streams over each link at once for 15 s (memory to memory,
+  the same links, the same run): the baseline the transfers are compared with;
 - e2e: a transfer (STREAMS per pair, equalizer and verify on) to completion: seconds,
   goodput, share of 1 Gbit/s, LUN hashes against the sources, the per-stream
   telemetry of ``/transfers/{id}/streams`` (every stream must have samples) and the
@@ -43,9 +45,10 @@ import httpx
 from reservoir.lab._coord_site import Coordinator, Site, inside
 from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import file_digest, parse_size
+from reservoir.lab.bench_lfn import iperf_mbit, iperf_server
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
-from reservoir.lab.peers import PeerError
+from reservoir.lab.peers import PeerError, stop_process
 from reservoir.lab.spec import SpecError, load
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "config/lab/lfn-2x500m-100ms.toml"
@@ -275,6 +278,30 @@ def kill(c: httpx.Client, site: Site, body: Json, args: argparse.Namespace) -> R
     return Row("kill", seconds, mb_s, same, notes if not missed else "no kill", failed=missed)
 
 
+IPERF_SECONDS, IPERF_PORT = 15, 5301
+
+
+def iperf3(site: Site, streams: int) -> Row:
+    print(f"\n== iperf3: -P {streams} on each link at once, {IPERF_SECONDS} s", flush=True)
+    lab, net = site.lab, site.net
+    servers = [iperf_server(lab, net.dst[k], IPERF_PORT + i) for i, k in enumerate(LINKS)]
+    try:
+        clients = []
+        for i, k in enumerate(LINKS):
+            argv = ["iperf3", "-c", net.dst[k], "-B", net.src[k], "-p", str(IPERF_PORT + i)]
+            argv += ["-J", "-P", str(streams), "-t", str(IPERF_SECONDS)]
+            clients.append(
+                lab.run("src", argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            )
+        rates = [iperf_mbit(c, IPERF_SECONDS + 30) for c in clients]
+    finally:
+        for server in servers:
+            stop_process(server)
+    total = sum(rates)
+    print(f"  {' + '.join(f'{r:.0f}' for r in rates)} = {total:.0f} Mbit/s", flush=True)
+    return Row("iperf3", float(IPERF_SECONDS), total / 8, None, "memory to memory")
+
+
 def run_one(name: str, fn: Callable[[], Row]) -> Row:
     try:
         return fn()
@@ -285,14 +312,19 @@ def run_one(name: str, fn: Callable[[], Row]) -> Row:
 
 def summary_table(rows: list[Row]) -> None:
     print("\n== summary")
-    print(f"  {'scenario':<8} {'seconds':>8} {'MB/s':>7} {'of 1G':>6} {'hashes':>7}  notes")
+    base = next((r.mb_s for r in rows if r.name == "iperf3" and not r.failed), None)
+    print(
+        f"  {'scenario':<8} {'seconds':>8} {'MB/s':>7} {'of 1G':>6} {'/iperf3':>7}"
+        f" {'hashes':>7}  notes"
+    )
     for r in rows:
         sec = f"{r.seconds:.1f}" if r.seconds is not None else "-"
         mb = f"{r.mb_s:.1f}" if r.mb_s is not None else "-"
         frac = f"{r.mb_s * 8 / 1000:.3f}" if r.mb_s is not None else "-"
+        vs = f"{r.mb_s / base:.2f}" if r.mb_s is not None and base else "-"
         same = {True: "equal", False: "DIFFER", None: "-"}[r.hash_ok]
         flag = " (FAILED)" if r.failed else ""
-        print(f"  {r.name:<8} {sec:>8} {mb:>7} {frac:>6} {same:>7}  {r.notes}{flag}")
+        print(f"  {r.name:<8} {sec:>8} {mb:>7} {frac:>6} {vs:>7} {same:>7}  {r.notes}{flag}")
 
 
 def run_all(args: argparse.Namespace, work: Path) -> int:
@@ -312,6 +344,7 @@ def run_all(args: argparse.Namespace, work: Path) -> int:
                 with c.client() as client:
                     body = register(client, site)
                     body.update(streams_per_pair=args.streams, equalizer=True, verify=True)
+                    rows.append(run_one("iperf3", lambda: iperf3(site, args.streams)))
                     rows.append(run_one("e2e", lambda: e2e(client, site, body, args)))
                     rows.append(run_one("kill", lambda: kill(client, site, body, args)))
         finally:

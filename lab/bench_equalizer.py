@@ -110,7 +110,12 @@ def iperf3(lab: Lab, streams: int, seconds: int) -> Row:
     """STREAMS/2 iperf3 streams to each of dst's addresses at once."""
     half = streams // 2
     servers = [
-        lab.run("dst", ["iperf3", "-s", "-1", "-B", a], stdout=subprocess.DEVNULL)
+        lab.run(
+            "dst",
+            ["iperf3", "-s", "-1", "-B", a],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for a in (DST1, DST2)
     ]
     try:
