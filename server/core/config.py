@@ -34,7 +34,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from reservoir.agent.control.core.config import parse_listen  # one HOST:PORT rule
+from reservoir.agent.listen import parse_listen  # one HOST:PORT rule
 from reservoir.server.core import security
 
 __all__ = [

@@ -35,6 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from reservoir.agent.listen import parse_listen
+
 __all__ = [
     "DEFAULT_LISTEN",
     "MIN_TOKEN_LENGTH",
@@ -50,13 +52,6 @@ MIN_TOKEN_LENGTH = 16
 
 class SettingsError(ValueError):
     """The agent's configuration is unusable; the message is one clear line."""
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"listen address {text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 class AgentSettings(BaseModel):
