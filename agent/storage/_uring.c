@@ -162,6 +162,20 @@ ring_setup(RingObject *self, const char **syscall)
     return 0;
 }
 
+/* The object starts zeroed, and 0 is a valid descriptor (stdin): mark the eventfd
+ * absent before anything can fail, or the dealloc of a Ring whose __init__ raised
+ * (bad sizes, bad arguments) or never ran would close(0), and the next descriptor
+ * the process opens (an event loop's epoll fd, say) would silently become fd 0. */
+static PyObject *
+Ring_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    RingObject *self = (RingObject *)type->tp_alloc(type, 0);
+
+    if (self != NULL)
+        self->efd = -1;
+    return (PyObject *)self;
+}
+
 static int
 Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
 {
@@ -184,7 +198,6 @@ Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
     }
     self->entries = entries;
     self->bufsize = bufsize;
-    self->efd = -1;
     /* Registering the pool pins and accounts every page of it, which takes a
      * while for large pools; setup touches no Python object, so drop the GIL. */
     Py_BEGIN_ALLOW_THREADS
@@ -696,7 +709,7 @@ static PyTypeObject RingType = {
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,
     .tp_init = (initproc)Ring_init,
-    .tp_new = PyType_GenericNew,
+    .tp_new = Ring_new,
 };
 
 /* ------------------------------------------------------------------ module */

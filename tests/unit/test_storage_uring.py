@@ -67,6 +67,25 @@ def test_ring_rejects_bad_sizes(entries: int, bufsize: int) -> None:
         _uring.Ring(entries, bufsize)
 
 
+def test_a_ring_that_never_initialised_closes_no_descriptor() -> None:
+    """Dropping a Ring whose __init__ raised, or never ran, leaves fd 0 alone.
+
+    It once closed its eventfd field still zero from allocation, i.e. stdin; the next
+    descriptor opened became fd 0, and uvloop aborts closing a loop whose epoll fd is 0.
+    """
+    saved = os.dup(0)
+    try:
+        with pytest.raises(ValueError):
+            _uring.Ring(0, 4096)
+        with pytest.raises(TypeError):
+            _uring.Ring("many")  # type: ignore[arg-type]
+        _uring.Ring.__new__(_uring.Ring)  # deallocated at once, uninitialised
+        os.fstat(0)  # OSError EBADF if one of them closed it
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
 def test_ring_read_write(data_file: tuple[int, bytes]) -> None:
     fd, content = data_file
     ring: _uring.Ring[str] = _uring.Ring(8, 8192)
