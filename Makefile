@@ -3,7 +3,8 @@
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
-	$(wildcard lab/delayline/*.c) $(wildcard kmod-pacing/bpf/*.c)
+	$(wildcard lab/delayline/*.c) $(wildcard kmod-pacing/bpf/*.c) \
+	web/package-lock.json web/build.mjs $(wildcard web/src/* web/src/views/*)
 
 install:            ## Debian packages, .venv with reservoir, C extension built
 	scripts/install.sh

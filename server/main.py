@@ -10,7 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from sqlalchemy import Engine
 
 from reservoir import __version__
-from reservoir.server import db
+from reservoir.server import db, web
 from reservoir.server.api.routes import (
     agents,
     health,
@@ -103,4 +103,5 @@ def create_app(
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(metrics.router)
+    web.mount(app)  # the dashboard at /, after every API route
     return app

@@ -1,0 +1,572 @@
+// One transfer: progress, the live per-stream charts (throughput, cwnd, RTT, caps),
+// the aggregate against the bottleneck, per-path state, the events log and, once the
+// legs are completed, their verification.
+//
+// Data: GET /transfers/{id} (legs, every 3 s until final), /links and /agents (names,
+// capacities), /transfers/{id}/streams (the history at opening), the live feed
+// /transfers/{id}/live (server-sent events: transfer, event, samples), and /metrics
+// (every 2 s while the transfer runs) for the NICs' pacing rates: the coordinator
+// exposes those there only (reservoir_nic_pacing_rate_bytes_per_second). Samples go into
+// ring buffers (telemetry.js: the last 10 minutes); charts redraw at most once per
+// animation frame, and tables at most once a second.
+
+import { api, ApiError, promSamples, readEvents, text, Unauthorized } from '../api.js';
+import { Heatmap, streamColor, TimeChart } from '../charts.js';
+import { fill, h, panel, table } from '../dom.js';
+import * as fmt from '../format.js';
+import { Frame, TelemetryStore } from '../telemetry.js';
+import { progressBar, stateBadge } from './transfers.js';
+
+const FINAL = new Set(['completed', 'cancelled']);
+const WINDOW_SECONDS = 600;
+const MAX_EVENTS = 5000;
+const EVENT_ROWS = 300;
+const RECONNECT_MS = 2000;
+const PACING_METRIC = 'reservoir_nic_pacing_rate_bytes_per_second';
+const PACING_MS = 2000;
+const PACING_POINTS = 600; // 20 minutes of looks every 2 s
+
+/** Axis labels of rates: "750M", "1G" (the panel says bit/s). @param {number} v */
+const rateAxis = (v) => fmt.rateShort(v);
+
+/** @param {string} kind */
+function markKind(kind) {
+  if (kind === 'equalizer') return 'equalizer';
+  return kind.includes('path') ? 'path' : 'other';
+}
+
+/** @param {HTMLElement} main @param {string} id */
+export function transferView(main, id) {
+  const store = new TelemetryStore({ windowSeconds: WINDOW_SECONDS });
+  const frames = { bps: new Frame(), cwnd: new Frame(), rtt: new Frame(), cap: new Frame() };
+  const meter = new fmt.RateMeter();
+  /** @type {any} */ let transfer = null;
+  /** @type {Map<string, any>} */ let links = new Map();
+  /** @type {Map<string, any>} */ let agents = new Map();
+  /** @type {any[]} */ const events = [];
+  const eventIds = new Set();
+  /** @type {{t: number, kind: string}[]} */ let marks = [];
+  let stopped = false;
+  const abort = new AbortController();
+  /** @type {ReturnType<typeof setTimeout> | undefined} */ let pollTimer;
+
+  // ---------------------------------------------------------------- layout
+  const title = h('h1', null, `Transfer ${fmt.shortId(id)}`);
+  const headline = h('div', { class: 'headline' });
+  const progressBox = h('div', { id: 'progress' });
+  const actions = h('div', { class: 'actions' });
+  const actionError = h('p', { class: 'error' });
+  const settings = h('p', { class: 'settings' });
+  const liveState = h('span', { class: 'live-state', id: 'live-state' }, 'connecting…');
+  const streamsBox = h('div', { id: 'chart-streams', class: 'chart', dataset: { points: '0', streams: '0', length: '0' } });
+  const heatBox = h('div', { id: 'heatmap', class: 'chart' });
+  const aggregateBox = h('div', { id: 'chart-aggregate', class: 'chart' });
+  const cwndBox = h('div', { id: 'chart-cwnd', class: 'chart' });
+  const rttBox = h('div', { id: 'chart-rtt', class: 'chart' });
+  const capBox = h('div', { id: 'chart-cap', class: 'chart' });
+  const streamTable = h('div', { id: 'stream-table', class: 'scroll' });
+  const pathsBox = h('div', { id: 'paths' });
+  const eventsBox = h('div', { id: 'events', class: 'scroll' });
+  const eventFilter = h('select', { id: 'event-filter' }, h('option', { value: '' }, 'all kinds'));
+  const verifyBox = h('div', { id: 'verification' });
+  const pacingBox = h('div', { id: 'pacing', dataset: { available: 'unknown' } }, 'Reading /metrics…');
+  const pacingChartBox = h('div', { id: 'chart-pacing', class: 'chart' });
+  /** @type {{x: number[], nics: Map<string, (number | null)[]>, last: {labels: Record<string, string>, value: number}[]}} */
+  const pacing = { x: [], nics: new Map(), last: [] };
+  /** @type {ReturnType<typeof setTimeout> | undefined} */ let pacingTimer;
+  const legend = h(
+    'p',
+    { class: 'hint' },
+    'One line per stream. Hover: the nearest stream is highlighted and named. Ticks: ',
+    h('span', { class: 'swatch equalizer' }),
+    ' equalizer cap changes, ',
+    h('span', { class: 'swatch path' }),
+    ' path events, ',
+    h('span', { class: 'swatch other' }),
+    ' other events.',
+  );
+  fill(
+    main,
+    h('section', { class: 'panel head' }, h('a', { href: '#/transfers', class: 'back' }, '← Transfers'), title, headline, progressBox, settings, actions, actionError),
+    panel('Throughput per stream (bit/s)', legend, liveState, streamsBox),
+    panel('Throughput per stream: heatmap', h('p', { class: 'hint' }, 'One row per stream, one column per half second: a slow or silent stream stands out at any stream count. Hover for its value.'), heatBox),
+    panel('Aggregate and bottleneck (bit/s)', h('p', { class: 'hint' }, 'Sum of the streams\u2019 acknowledged rates; the dashed line is the bottleneck: the sum of the capacities of the transfer\u2019s links.'), aggregateBox),
+    h('div', { class: 'two' }, panel('cwnd per stream', cwndBox), panel('RTT per stream', rttBox)),
+    panel('cwnd caps set by the equalizer (segments)', h('p', { class: 'hint' }, 'The cap in force per stream (segments), from the samples; each cap change is an equalizer event (orange ticks).'), capBox),
+    panel('Streams', streamTable),
+    h('div', { class: 'two' }, panel('Paths', pathsBox), panel('Per-NIC pacing', pacingBox, pacingChartBox)),
+    panel('Events', h('label', null, 'Show ', eventFilter), eventsBox),
+    panel('Verification', verifyBox),
+  );
+  eventFilter.addEventListener('change', () => renderEvents());
+
+  const charts = {
+    bps: new TimeChart(streamsBox, { title: 'throughput', unit: fmt.rate, axis: rateAxis, marks: () => marks, height: 280 }),
+    aggregate: new TimeChart(aggregateBox, { title: 'aggregate', unit: fmt.rate, axis: rateAxis, marks: () => marks }),
+    cwnd: new TimeChart(cwndBox, { title: 'cwnd', unit: fmt.bytes, marks: () => marks }),
+    rtt: new TimeChart(rttBox, { title: 'rtt', unit: (v) => `${+v.toFixed(1)} ms`, marks: () => marks }),
+    heat: new Heatmap(heatBox, { unit: fmt.rate }),
+    pacing: new TimeChart(pacingChartBox, { title: 'pacing', unit: fmt.rate, axis: rateAxis, marks: () => [], height: 160 }),
+    cap: new TimeChart(capBox, { title: 'cap', unit: (v) => `${+v.toFixed(0)} seg`, axis: (v) => `${+v.toFixed(0)}`, marks: () => marks }),
+  };
+
+  // ---------------------------------------------------------------- drawing
+  // New samples mark every chart dirty; each animation frame redraws ONE dirty chart
+  // (or, with none dirty, the tables, at most once a second), so no frame carries the
+  // cost of all of them: with 64 streams a chart costs a few ms, all of them tens.
+  const CHARTS = /** @type {const} */ (['bps', 'heat', 'aggregate', 'cwnd', 'rtt', 'cap']);
+  /** @type {Set<typeof CHARTS[number]>} */ const dirty = new Set();
+  /** @type {{label: string, stroke: string}[]} */ let series = [];
+  let frameRequested = false;
+  let drawnVersion = -1;
+  let marksChanged = false;
+  let tablesAt = 0;
+  const frameCost = { mean: 0, max: 0, n: 0 };
+  const aggregateX = new Frame();
+  /** @type {ReturnType<typeof setTimeout> | undefined} */ let tableTimer;
+
+  function schedule() {
+    if (frameRequested || stopped) return;
+    frameRequested = true;
+    requestAnimationFrame(draw);
+  }
+
+  function draw() {
+    frameRequested = false;
+    if (stopped) return;
+    const began = performance.now();
+    if (store.version !== drawnVersion || marksChanged) {
+      drawnVersion = store.version;
+      marksChanged = false;
+      series = store.list.map((s, i) => ({ label: s.label, stroke: streamColor(i) }));
+      CHARTS.forEach((key) => dirty.add(key));
+    }
+    const [key] = dirty;
+    if (key !== undefined) {
+      dirty.delete(key);
+      drawChart(key);
+      const took = performance.now() - began;
+      frameCost.mean = frameCost.n ? 0.9 * frameCost.mean + 0.1 * took : took;
+      frameCost.max = Math.max(frameCost.max, took);
+      frameCost.n += 1;
+      // the work of one frame, for tests and the curious
+      streamsBox.dataset.drawMs = frameCost.mean.toFixed(2);
+      streamsBox.dataset.drawMaxMs = frameCost.max.toFixed(2);
+      schedule(); // the next dirty chart, or the tables
+      return;
+    }
+    const now = performance.now();
+    if (now - tablesAt > 1000) {
+      tablesAt = now;
+      renderStreams();
+      renderPaths();
+      renderEvents();
+    } else if (tableTimer === undefined) {
+      tableTimer = setTimeout(() => {
+        tableTimer = undefined;
+        schedule();
+      }, 1000 - (now - tablesAt));
+    }
+  }
+
+  /** @param {typeof CHARTS[number]} key */
+  function drawChart(key) {
+    if (key === 'heat') {
+      charts.heat.draw(store, 'bps');
+    } else if (key === 'aggregate') {
+      const x = aggregateX.times(store);
+      const limit = bottleneck();
+      charts.aggregate.draw(
+        [
+          { label: 'aggregate', stroke: '#1f5fbf', width: 2 },
+          { label: `bottleneck ${fmt.rate(limit)}`, stroke: '#c0392b', width: 1.5, dash: [6, 4] },
+        ],
+        [x, aggregateX.sum(store, 'bps'), x.map(() => limit || null)],
+      );
+    } else {
+      charts[key].draw(series, frames[key].build(store, key));
+    }
+    if (key === 'bps') {
+      streamsBox.dataset.points = String(store.points);
+      streamsBox.dataset.streams = String(store.list.length);
+      streamsBox.dataset.length = String(charts.bps.length());
+    }
+  }
+
+  function bottleneck() {
+    if (!transfer) return 0;
+    const ids = new Set([...transfer.paths, ...transfer.legs.flatMap((/** @type {any} */ l) => l.paths)]);
+    let sum = 0;
+    for (const lid of ids) sum += links.get(lid)?.capacity_bps ?? 0;
+    return sum;
+  }
+
+  // ---------------------------------------------------------------- data in
+  /** @param {any} t */
+  function setTransfer(t) {
+    const legs = transfer?.legs;
+    transfer = { ...transfer, ...t, legs: t.legs ?? legs ?? [] };
+    renderHead();
+    renderVerification();
+  }
+
+  /** @param {any} e */
+  function addEvent(e) {
+    if (eventIds.has(e.id)) return;
+    eventIds.add(e.id);
+    events.push(e);
+    if (events.length > MAX_EVENTS) eventIds.delete(events.shift().id);
+    const t = Date.parse(e.at) / 1000;
+    if (Number.isFinite(t)) {
+      marks.push({ t, kind: markKind(e.kind) });
+      const newest = store.newestTime();
+      if (marks.length > 4 * MAX_EVENTS && newest !== null) marks = marks.filter((m) => m.t > newest - WINDOW_SECONDS);
+      marksChanged = true;
+    }
+    if (![...eventFilter.querySelectorAll('option')].some((o) => /** @type {HTMLOptionElement} */ (o).value === e.kind)) {
+      eventFilter.append(h('option', { value: e.kind }, e.kind));
+    }
+  }
+
+  async function live() {
+    let first = true;
+    while (!stopped) {
+      /** @type {any[]} */ const pending = [];
+      let ready = false;
+      /** @param {string} name @param {any} data */
+      const onEvent = (name, data) => {
+        if (name === 'samples') {
+          if (ready) data.forEach((/** @type {any} */ s) => store.add(s));
+          else pending.push(...data);
+        } else if (name === 'transfer') {
+          setTransfer(data);
+          if (FINAL.has(data.state)) pollTransfer();
+        } else if (name === 'event') {
+          addEvent(data);
+        }
+        schedule();
+      };
+      liveState.textContent = 'live';
+      liveState.dataset.state = 'live';
+      const feed = readEvents(`/transfers/${encodeURIComponent(id)}/live`, onEvent, abort.signal);
+      try {
+        const newest = store.list.reduce((t, s) => Math.max(t, s.lastTime), -Infinity);
+        const query = first ? '?limit=10000' : `?limit=10000&since=${newest}`;
+        const history = await api(`/transfers/${encodeURIComponent(id)}/streams${query}`, { signal: abort.signal });
+        history.forEach((/** @type {any} */ s) => store.add(s));
+        ready = true;
+        pending.forEach((s) => store.add(s));
+        first = false;
+        schedule();
+        await feed;
+      } catch (e) {
+        if (stopped || e instanceof Unauthorized) return;
+        liveState.textContent = `live feed lost: ${e}; reconnecting`;
+        liveState.dataset.state = 'lost';
+      }
+      if (transfer && FINAL.has(transfer.state)) {
+        liveState.textContent = `the transfer is ${transfer.state}: no more samples`;
+        liveState.dataset.state = 'ended';
+        return;
+      }
+      await new Promise((r) => setTimeout(r, RECONNECT_MS));
+    }
+  }
+
+  async function pollTransfer() {
+    clearTimeout(pollTimer);
+    try {
+      setTransfer(await api(`/transfers/${encodeURIComponent(id)}`, { signal: abort.signal }));
+    } catch (e) {
+      if (stopped || e instanceof Unauthorized) return;
+      if (e instanceof ApiError && e.status === 404) {
+        fill(main, panel('Transfer', h('p', { class: 'error' }, `No transfer ${id} on this coordinator.`)));
+        stop();
+        return;
+      }
+    }
+    if (!stopped && !(transfer && FINAL.has(transfer.state))) pollTimer = setTimeout(pollTransfer, 3000);
+  }
+
+  async function start() {
+    try {
+      const [t, ls, as] = await Promise.all([
+        api(`/transfers/${encodeURIComponent(id)}`, { signal: abort.signal }),
+        api('/links', { signal: abort.signal }),
+        api('/agents', { signal: abort.signal }),
+      ]);
+      links = new Map(ls.map((/** @type {any} */ l) => [l.id, l]));
+      agents = new Map(as.map((/** @type {any} */ a) => [a.id, a]));
+      setTransfer(t);
+    } catch (e) {
+      if (stopped || e instanceof Unauthorized) return;
+      const missing = e instanceof ApiError && e.status === 404;
+      fill(main, panel('Transfer', h('p', { class: 'error' }, missing ? `No transfer ${id} on this coordinator.` : `Could not load the transfer: ${e}`)));
+      return;
+    }
+    pollTimer = setTimeout(pollTransfer, 3000);
+    live();
+    pollPacing();
+  }
+
+  async function pollPacing() {
+    try {
+      const rows = promSamples(await text('/metrics', abort.signal), PACING_METRIC).filter((r) => r.labels.transfer === id);
+      if (stopped) return;
+      recordPacing(rows);
+      renderPacing(null);
+    } catch (e) {
+      if (stopped || e instanceof Unauthorized) return;
+      renderPacing(e);
+    }
+    if (!stopped && !(transfer && FINAL.has(transfer.state))) pacingTimer = setTimeout(pollPacing, PACING_MS);
+    else renderPacing(null);
+  }
+
+  /** @param {{labels: Record<string, string>, value: number}[]} rows */
+  function recordPacing(rows) {
+    if (!rows.length) return;
+    pacing.last = rows;
+    const at = pacing.x.length;
+    pacing.x.push(Date.now() / 1000);
+    for (const r of rows) {
+      const key = `${r.labels.agent}:${r.labels.nic}`;
+      if (!pacing.nics.has(key)) pacing.nics.set(key, new Array(at).fill(null));
+    }
+    for (const [key, ys] of pacing.nics) {
+      const row = rows.find((r) => `${r.labels.agent}:${r.labels.nic}` === key);
+      ys.push(row ? row.value * 8 : null);
+    }
+    if (pacing.x.length > PACING_POINTS) {
+      pacing.x.shift();
+      for (const ys of pacing.nics.values()) ys.shift();
+    }
+  }
+
+  /** @param {unknown} error */
+  function renderPacing(error) {
+    const policy = transfer?.pacing?.policy ?? '?';
+    const final = transfer && FINAL.has(transfer.state);
+    if (error) {
+      pacingBox.dataset.available = 'error';
+      fill(pacingBox, h('p', { class: 'error' }, `Could not read the pacing rates from /metrics: ${error}`));
+      return;
+    }
+    if (!pacing.last.length) {
+      pacingBox.dataset.available = 'none';
+      fill(
+        pacingBox,
+        h('p', null, final ? 'No per-NIC pacing rates were reported while this page watched the transfer.' : `No per-NIC pacing rate reported for this transfer (pacing policy: ${policy}).`),
+        h('p', { class: 'hint' }, 'The coordinator exposes the rates the source agents apply to their NICs in /metrics (reservoir_nic_pacing_rate_bytes_per_second), only while a transfer runs. Nothing is shown rather than a guess.'),
+      );
+      return;
+    }
+    pacingBox.dataset.available = 'true';
+    const name = (/** @type {Record<string, string>} */ l) => `${l.agent}:${l.nic}`;
+    fill(
+      pacingBox,
+      table(['NIC', 'Pacing rate', 'Bytes/s'], pacing.last.map((r) => h('tr', { dataset: { nic: name(r.labels) } }, h('td', null, name(r.labels)), h('td', { class: 'num' }, fmt.rate(r.value * 8)), h('td', { class: 'num' }, `${fmt.bytes(r.value)}/s`))), { class: 'compact' }),
+      h('p', { class: 'hint' }, final ? 'The transfer ended: the last rates its agents reported, and their history while this page was open.' : `From /metrics every ${PACING_MS / 1000} s, as the source agents report them (policy ${policy}).`),
+    );
+    const keys = [...pacing.nics.keys()];
+    charts.pacing.draw(keys.map((k, i) => ({ label: k, stroke: streamColor(i), width: 1.5 })), [pacing.x, ...keys.map((k) => /** @type {(number | null)[]} */ (pacing.nics.get(k)))]);
+  }
+
+  // ---------------------------------------------------------------- rendering
+  function renderHead() {
+    const t = transfer;
+    const bps = t.state === 'running' ? meter.update(t.done_bytes) : null;
+    const eta = t.state === 'running' ? meter.eta(t.done_bytes, t.total_bytes) : null;
+    fill(
+      headline,
+      stateBadge(t.state),
+      h('span', { class: 'figure', id: 'rate' }, `rate ${t.state === 'running' ? fmt.rate(bps) : '–'}`),
+      h('span', { class: 'figure', id: 'eta' }, `ETA ${t.state === 'running' ? fmt.duration(eta) : '–'}`),
+      t.last_error ? h('span', { class: 'error' }, t.last_error) : null,
+    );
+    progressBox.dataset.done = String(t.done_bytes);
+    progressBox.dataset.total = String(t.total_bytes);
+    progressBox.dataset.state = t.state;
+    fill(progressBox, progressBar(t.done_bytes, t.total_bytes));
+    const pathNames = (t.paths ?? []).map((/** @type {string} */ p) => links.get(p)?.name ?? fmt.shortId(p));
+    fill(
+      settings,
+      `${t.legs.length} leg(s) × ${t.streams_per_pair} streams · links: ${pathNames.join(', ') || 'none (agents\u2019 addresses)'} · pacing ${t.pacing?.policy ?? '?'} (margin ${((t.pacing?.margin ?? 0) * 100).toFixed(0)}%) · equalizer ${t.equalizer ? 'on' : 'off'} · verify ${t.verify ? 'on' : 'off'} · created ${fmt.when(t.created_at)}`,
+    );
+    const act = (/** @type {string} */ verb, /** @type {string[]} */ from) =>
+      from.includes(t.state)
+        ? h('button', { type: 'button', dataset: { action: verb }, onclick: () => doAction(verb) }, verb)
+        : null;
+    fill(actions, act('pause', ['queued', 'running']), act('resume', ['paused', 'failed']), act('cancel', ['queued', 'running', 'paused', 'failed']));
+  }
+
+  /** @param {string} verb */
+  async function doAction(verb) {
+    actionError.textContent = '';
+    try {
+      setTransfer(await api(`/transfers/${encodeURIComponent(id)}/${verb}`, { method: 'POST' }));
+    } catch (e) {
+      if (!(e instanceof Unauthorized)) actionError.textContent = `${verb}: ${e}`;
+    }
+  }
+
+  function renderStreams() {
+    const newest = store.newestTime();
+    const rows = store.list.map((s, i) => {
+      const x = s.last;
+      const stale = newest !== null && s.lastTime < newest - 5;
+      return h(
+        'tr',
+        { class: stale ? 'stale' : '' },
+        h('td', null, h('span', { class: 'swatch', style: `background: ${streamColor(i)}` }), ` ${s.label}`),
+        h('td', { class: 'mono' }, pathName(s.path)),
+        h('td', { class: 'num' }, fmt.rate(x?.bits_per_second)),
+        h('td', { class: 'num' }, fmt.bytes(x?.snd_cwnd)),
+        h('td', { class: 'num' }, x?.rtt ? `${(x.rtt / 1000).toFixed(1)} ms` : '–'),
+        h('td', { class: 'num' }, x?.cap ?? '–'),
+        h('td', { class: 'num' }, s.retransmits),
+        h('td', { class: 'num' }, s.samples),
+      );
+    });
+    fill(streamTable, rows.length ? table(['Stream', 'Path', 'Rate', 'cwnd', 'RTT', 'Cap (seg)', 'Retransmits', 'Samples'], rows, { class: 'compact' }) : h('p', { class: 'empty' }, 'No samples yet.'));
+  }
+
+  /** The link a path id ("LOCAL=REMOTE:PORT") goes over, by its NICs' addresses. @param {string | null} path */
+  function pathName(path) {
+    if (!path) return '–';
+    const local = path.split('=')[0];
+    for (const l of links.values()) {
+      const a = agents.get(l.agent_a)?.nics?.find((/** @type {any} */ n) => n.name === l.nic_a)?.address;
+      const b = agents.get(l.agent_b)?.nics?.find((/** @type {any} */ n) => n.name === l.nic_b)?.address;
+      if (local && (local === a || local === b)) return `${l.name} (${path})`;
+    }
+    return path;
+  }
+
+  function renderPaths() {
+    const newest = store.newestTime();
+    /** @type {Map<string, import('../telemetry.js').Stream[]>} */
+    const byPath = new Map();
+    for (const s of store.list) {
+      const key = s.path ?? '';
+      byPath.set(key, [...(byPath.get(key) ?? []), s]);
+    }
+    const running = transfer?.state === 'running';
+    const rows = [...byPath.entries()].map(([path, streams]) => {
+      const fresh = streams.filter((s) => newest !== null && s.lastTime >= newest - 3);
+      const bps = fresh.reduce((sum, s) => sum + (s.last?.bits_per_second ?? 0), 0);
+      const rtts = fresh.map((s) => s.last?.rtt).filter((v) => v).sort((a, b) => (a ?? 0) - (b ?? 0));
+      const rtt = rtts.length ? /** @type {number} */ (rtts[Math.floor(rtts.length / 2)]) / 1000 : null;
+      const retrans = streams.reduce((sum, s) => sum + s.retransmits, 0);
+      let state = 'idle';
+      if (running) state = !fresh.length ? 'silent' : bps > 0 ? 'carrying' : 'stalled';
+      return h(
+        'tr',
+        { dataset: { path, state } },
+        h('td', { class: 'mono' }, path ? pathName(path) : '(no path id)'),
+        h('td', null, h('span', { class: `badge path-${state}` }, state)),
+        h('td', { class: 'num' }, `${fresh.length}/${streams.length}`),
+        h('td', { class: 'num' }, fmt.rate(bps)),
+        h('td', { class: 'num' }, rtt === null ? '–' : `${rtt.toFixed(1)} ms`),
+        h('td', { class: 'num' }, retrans),
+      );
+    });
+    const pathEvents = events.filter((e) => e.kind.includes('path')).slice(-20).reverse();
+    fill(
+      pathsBox,
+      rows.length ? table(['Path', 'State', 'Streams (fresh/all)', 'Rate', 'RTT (median)', 'Retransmits'], rows, { class: 'compact' }) : h('p', { class: 'empty' }, 'No samples yet.'),
+      h('p', { class: 'hint' }, 'State from the samples: carrying (bytes acknowledged in the last 3 s), stalled (samples, no bytes), silent (no sample for 3 s while the transfer runs).'),
+      pathEvents.length
+        ? table(['Time', 'Path event'], pathEvents.map((e) => h('tr', null, h('td', null, fmt.when(e.at)), h('td', null, e.detail))), { class: 'compact' })
+        : h('p', { class: 'hint' }, 'No path events for this transfer.'),
+    );
+  }
+
+  let eventsShown = '';
+
+  function renderEvents() {
+    const kind = /** @type {HTMLSelectElement} */ (eventFilter).value;
+    const shownKey = `${events.length}:${events[events.length - 1]?.id}:${kind}`;
+    if (shownKey === eventsShown) return; // nothing new: no DOM work
+    eventsShown = shownKey;
+    const shown = [];
+    for (let i = events.length - 1; i >= 0 && shown.length < EVENT_ROWS; i--) {
+      if (!kind || events[i].kind === kind) shown.push(events[i]);
+    }
+    const counts = new Map();
+    for (const e of events) counts.set(e.kind, (counts.get(e.kind) ?? 0) + 1);
+    const summary = [...counts.entries()].map(([k, n]) => `${k}: ${n}`).join(' · ');
+    eventsBox.dataset.count = String(events.length);
+    fill(
+      eventsBox,
+      h('p', { class: 'hint' }, events.length ? `${events.length} events (${summary}), newest first${shown.length === EVENT_ROWS ? `, the last ${EVENT_ROWS} shown` : ''}` : 'No events yet.'),
+      shown.length
+        ? table(
+            ['Time', 'Kind', 'State', 'Detail'],
+            shown.map((e) =>
+              h('tr', { dataset: { kind: e.kind } }, h('td', { class: 'nowrap' }, fmt.when(e.at)), h('td', null, h('span', { class: `kind kind-${markKind(e.kind)}` }, e.kind)), h('td', { class: 'nowrap' }, e.from_state || e.to_state ? `${e.from_state ?? '·'} → ${e.to_state ?? '·'}` : ''), h('td', null, e.detail)),
+            ),
+            { class: 'compact events' },
+          )
+        : null,
+    );
+  }
+
+  function renderVerification() {
+    const t = transfer;
+    const legs = t.legs ?? [];
+    const done = legs.filter((/** @type {any} */ l) => l.summary);
+    if (!t.verify && !done.length) {
+      fill(verifyBox, h('p', { class: 'hint' }, 'Verification was not requested for this transfer.'));
+      return;
+    }
+    if (!done.length) {
+      fill(verifyBox, h('p', { class: 'hint', dataset: { verified: 'pending' } }, t.state === 'completed' ? 'Completed; the legs carry no summary.' : 'The result shows here once the legs are completed.'));
+      return;
+    }
+    const name = (/** @type {string} */ a) => agents.get(a)?.name ?? fmt.shortId(a);
+    const rows = legs.map((/** @type {any} */ l) => {
+      const s = l.summary ?? {};
+      const verified = s.verified === true ? 'verified' : s.verified === false ? 'NOT verified' : l.summary ? 'not checked' : 'pending';
+      const elapsed = Number(s.elapsed) || 0;
+      const copied = Number(s.copied_bytes ?? l.bytes) || 0;
+      return h(
+        'tr',
+        { dataset: { leg: l.index, verified: String(s.verified ?? '') } },
+        h('td', null, l.index),
+        h('td', null, `${name(l.source_agent)}:${l.source_volume} → ${name(l.dest_agent)}:${l.dest_volume}`),
+        h('td', null, stateBadge(l.state)),
+        h('td', null, h('span', { class: `badge verify-${s.verified === true ? 'ok' : s.verified === false ? 'bad' : 'none'}` }, verified), s.verified_by ? ` (${s.verified_by})` : ''),
+        h('td', { class: 'num' }, fmt.bytes(copied)),
+        h('td', { class: 'num' }, elapsed ? fmt.duration(elapsed) : '–'),
+        h('td', { class: 'num' }, elapsed ? fmt.rate((copied * 8) / elapsed) : '–'),
+        h('td', null, h('details', null, h('summary', null, 'summary'), h('pre', null, JSON.stringify(l.summary ?? null, null, 2)))),
+      );
+    });
+    const all = legs.length > 0 && legs.every((/** @type {any} */ l) => l.summary?.verified === true);
+    fill(
+      verifyBox,
+      h('p', { class: all ? 'ok' : 'hint', dataset: { verified: all ? 'all' : 'partial' } }, all ? `All ${legs.length} legs verified.` : `${done.length} of ${legs.length} legs have a result.`),
+      table(['Leg', 'Agents and volumes', 'State', 'Verification', 'Copied', 'Time', 'Rate', ''], rows, { class: 'compact' }),
+    );
+  }
+
+  const onResize = () => {
+    Object.values(charts).forEach((c) => c.resize());
+    drawnVersion = -1; // the heatmap redraws at its new width
+    schedule();
+  };
+  window.addEventListener('resize', onResize);
+  start();
+
+  function stop() {
+    stopped = true;
+    abort.abort();
+    clearTimeout(pollTimer);
+    clearTimeout(tableTimer);
+    clearTimeout(pacingTimer);
+    window.removeEventListener('resize', onResize);
+    Object.values(charts).forEach((c) => c.destroy());
+  }
+  return stop;
+}
