@@ -1,0 +1,225 @@
+"""The matrix of a campaign and its expansion into scenarios.
+
+``[matrix]`` gives each dimension one value or a list::
+
+    tool = ["iperf3", "reservoir"]     # required
+    streams = [4, 8, 16, 32]           # required, 1..256
+    pacing = ["off", "per-nic"]        # default per-nic (the product's default)
+    pacing_rate_mbit = [450]           # per NIC; default: the pacing plan's rates
+    equalizer = [false, true]          # default true
+    multilink = ["paths", "mptcp"]     # default paths
+    cc = ["bbr", "cubic"]              # default bbr
+    loss = [0, 1e-4]                   # default: the lab spec's own loss
+    duration_s = 30                    # iperf3's -t; needed with iperf3
+    size = "2GiB"                      # reservoir's volume; needed with reservoir
+    exclude = [{ tool = "iperf3", streams = 64 }]
+
+The scenarios are the cartesian product, per tool, of the dimensions that apply to it;
+the others are not multiplied, and are None in the scenario:
+
+- iperf3 has no equalizer and no disk: ``equalizer`` and ``size`` do not apply; its
+  length is ``duration_s``. Its ``multilink`` is always ``paths`` (one flow set per
+  link: iperf3 3.12 here has no ``--mptcp``, added in 3.16, and mptcpize is not
+  installed). Its ``pacing``: ``per-nic`` paces the source's NICs with the same plan as
+  reservoir's, ``per-socket`` gives each stream ``--fq-rate``.
+- reservoir copies ``size`` bytes disk to disk (verified): ``duration_s`` does not
+  apply.
+- ``pacing_rate_mbit`` applies only to paced scenarios (pacing not ``off``).
+
+Each ``exclude`` entry removes the scenarios whose values equal all of the entry's
+(e.g. ``{ tool = "iperf3", streams = 64 }``); an entry that removes nothing is an error.
+The order is stable: loss first (a lab is built once per loss value), then tool,
+streams, pacing, rate, equalizer, multilink, cc, length, as listed in the file.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from reservoir.lab.campaign import _check as check
+from reservoir.lab.campaign._scenario import (
+    CC,
+    MULTILINK,
+    PACING,
+    TOOLS,
+    Event,
+    Multilink,
+    Pacing,
+    Scenario,
+    Tool,
+    scenario_name,
+)
+
+MAX_STREAMS = 256
+
+
+def _tool(w: str, v: Any, e: list[str]) -> Tool | None:
+    return cast("Tool | None", check.choice(w, v, TOOLS, e))
+
+
+def _pacing(w: str, v: Any, e: list[str]) -> Pacing | None:
+    return cast("Pacing | None", check.choice(w, v, PACING, e))
+
+
+def _multilink(w: str, v: Any, e: list[str]) -> Multilink | None:
+    return cast("Multilink | None", check.choice(w, v, MULTILINK, e))
+
+
+ITEMS: dict[str, Callable[[str, Any, list[str]], Any]] = {
+    "tool": _tool,
+    "streams": lambda w, v, e: check.integer(w, v, 1, MAX_STREAMS, e),
+    "pacing": _pacing,
+    "pacing_rate_mbit": lambda w, v, e: check.number(w, v, 0, 100_000, e, above=True),
+    "equalizer": check.boolean,
+    "multilink": _multilink,
+    "cc": lambda w, v, e: check.choice(w, v, CC, e),
+    "loss": lambda w, v, e: check.number(w, v, 0, 0.5, e),
+    "duration_s": lambda w, v, e: check.number(w, v, 0, 86_400, e, above=True),
+    "size": check.size,
+}
+DIMENSIONS = tuple(ITEMS)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    tool: tuple[Tool, ...]
+    streams: tuple[int, ...]
+    pacing: tuple[Pacing, ...] = ("per-nic",)
+    pacing_rate_mbit: tuple[float, ...] = ()
+    """Empty: the pacing plan's rates (each path's capacity less the margin)."""
+    equalizer: tuple[bool, ...] = (True,)
+    multilink: tuple[Multilink, ...] = ("paths",)
+    cc: tuple[str, ...] = ("bbr",)
+    loss: tuple[float, ...] = ()
+    """Empty: the lab spec's own loss."""
+    duration_s: tuple[float, ...] = ()
+    size: tuple[int, ...] = ()
+    exclude: tuple[dict[str, Any], ...] = ()
+
+    def dimension(self, name: str) -> tuple[Any, ...]:
+        return cast("tuple[Any, ...]", getattr(self, name))
+
+    def expand(
+        self, events: tuple[Event, ...] = (), *, excluding: bool = True
+    ) -> tuple[Scenario, ...]:
+        points = self._points(events)
+        if not excluding:
+            return tuple(points)
+        return tuple(s for s in points if not any(matches(x, s) for x in self.exclude))
+
+    def _points(self, events: tuple[Event, ...]) -> Iterator[Scenario]:
+        for loss, tool in itertools.product(self.loss or (None,), self.tool):
+            for streams, pacing in itertools.product(self.streams, self.pacing):
+                rates = self.pacing_rate_mbit if pacing != "off" else ()
+                for rate, rest in itertools.product(rates or (None,), self._tool_dims(tool)):
+                    equalizer, multilink, cc, length = rest
+                    point = Scenario(
+                        name="",
+                        tool=tool, streams=streams, pacing=pacing, pacing_rate_mbit=rate,
+                        equalizer=equalizer, multilink=multilink, cc=cc, loss=loss,
+                        duration_s=float(length) if tool == "iperf3" else None,
+                        size_bytes=int(length) if tool == "reservoir" else None,
+                        events=events,
+                    )  # fmt: skip
+                    yield replace(point, name=scenario_name(point))
+
+    def _tool_dims(self, tool: Tool) -> Iterator[tuple[Any, ...]]:
+        """(equalizer, multilink, cc, length) of one tool."""
+        if tool == "iperf3":
+            return itertools.product((None,), ("paths",), self.cc, self.duration_s)
+        return itertools.product(self.equalizer, self.multilink, self.cc, self.size)
+
+
+def matches(exclude: dict[str, Any], scenario: Scenario) -> bool:
+    return all(scenario.value(k) == v for k, v in exclude.items())
+
+
+def parse_matrix(data: Any, errors: list[str]) -> Matrix | None:
+    t = check.table("matrix", data, errors)
+    if t is None:
+        return None
+    check.unknown_keys("matrix", t, (*DIMENSIONS, "exclude"), errors)
+    n_before = len(errors)  # an unknown key does not stop the checks of the others
+    for key in ("tool", "streams"):
+        if key not in t:
+            errors.append(f"matrix.{key}: missing")
+    dims = {k: check.values(f"matrix.{k}", t[k], ITEMS[k], errors) for k in DIMENSIONS if k in t}
+    tools = dims.get("tool") or ()
+    for tool, key in (("iperf3", "duration_s"), ("reservoir", "size")):
+        if tool in tools and key not in t:
+            errors.append(f"matrix.{key}: missing (the length of {tool} runs)")
+        elif tool not in tools and key in t and tools:
+            errors.append(f"matrix.{key}: applies to {tool} only, and matrix.tool has no {tool}")
+    if "pacing_rate_mbit" in t and dims.get("pacing") == ("off",):
+        errors.append("matrix.pacing_rate_mbit: applies to paced scenarios, and pacing is only off")
+    if len(errors) > n_before or any(v is None for v in dims.values()):
+        return None
+    matrix = Matrix(**{k: v for k, v in dims.items() if v is not None})
+    exclude = _excludes(t.get("exclude", []), matrix, errors)
+    return None if exclude is None else replace(matrix, exclude=exclude)
+
+
+def _excludes(value: Any, matrix: Matrix, errors: list[str]) -> tuple[dict[str, Any], ...] | None:
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        errors.append('matrix.exclude: must be a list of tables, e.g. [{ tool = "iperf3" }]')
+        return None
+    n_before = len(errors)
+    out = [_exclude(f"matrix.exclude[{i}]", x, matrix, errors) for i, x in enumerate(value)]
+    if len(errors) > n_before:
+        return None
+    everything = matrix.expand(excluding=False)
+    for i, x in enumerate(out):
+        if not any(matches(x, s) for s in everything):
+            errors.append(f"matrix.exclude[{i}]: matches no scenario")
+    return tuple(out)
+
+
+def _exclude(where: str, t: dict[str, Any], matrix: Matrix, errors: list[str]) -> dict[str, Any]:
+    check.unknown_keys(where, t, DIMENSIONS, errors)
+    if not t:
+        errors.append(f"{where}: must name at least one dimension")
+    out: dict[str, Any] = {}
+    for k in sorted(set(t) & set(DIMENSIONS)):
+        value = ITEMS[k](f"{where}.{k}", t[k], errors)
+        if value is not None and value not in matrix.dimension(k):
+            errors.append(f"{where}.{k}: {t[k]!r} is not in matrix.{k} {_shown(matrix, k)}")
+        out[k] = value
+    return out
+
+
+def parse_quick(data: Any, matrix: Matrix | None, errors: list[str]) -> tuple[Matrix, int] | None:
+    """``[quick]``: the matrix restricted to some of its values (each a subset of the
+    matrix's), and ``repetitions`` (default 1); the matrix's exclude still applies.
+    Without a valid matrix, only the quick table's own fields are checked."""
+    t = check.table("quick", data, errors)
+    if t is None:
+        return None
+    n_before = len(errors)
+    keys = (*DIMENSIONS, "repetitions")
+    check.unknown_keys("quick", t, keys, errors)
+    reps = check.integer("quick.repetitions", t.get("repetitions", 1), 1, 100, errors)
+    dims: dict[str, Any] = {}
+    for k in sorted(set(t) & set(DIMENSIONS)):
+        picked = check.values(f"quick.{k}", t[k], ITEMS[k], errors)
+        for i, v in enumerate(picked or ()):
+            if matrix is not None and v not in matrix.dimension(k):
+                w = f"quick.{k}[{i}]" if isinstance(t[k], list) else f"quick.{k}"
+                errors.append(f"{w}: {_show(k, v)} is not in matrix.{k} {_shown(matrix, k)}")
+        dims[k] = picked
+    if len(errors) > n_before or reps is None or matrix is None:
+        return None
+    return replace(matrix, **dims), reps
+
+
+def _shown(matrix: Matrix, key: str) -> str:
+    values = matrix.dimension(key)
+    if not values:
+        return "(not given)"
+    return "(" + ", ".join(_show(key, v) for v in values) + ")"
+
+
+def _show(key: str, value: Any) -> str:
+    return check.format_size(value) if key == "size" else repr(value)
