@@ -12,6 +12,7 @@ from reservoir.agent import agent_cli
 from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.lab import cli as lab_cli
+from reservoir.lab.campaign import cli as campaign_cli
 from reservoir.server import cli as server_cli
 from reservoir.server import transfer_cli as coordinator_transfer_cli
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     target_cli.register(sub)
     transfer_cli.register(sub)
     lab_cli.register(sub)
+    campaign_cli.register(sub)
     server_cli.register(sub)
     coordinator_transfer_cli.register(sub)
     return parser

@@ -1,0 +1,59 @@
+"""``reservoir campaign ...``: check a campaign file and list its scenarios (``show``),
+and write the report of a campaign run's results (``report``).
+
+    reservoir campaign show config/campaigns/lfn-2x500m-100ms.toml [--quick]
+    reservoir campaign report results.json [--out DIR]
+
+Running a campaign (``reservoir campaign run``) is not built yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "report", "show"]
+
+Sub = Any  # argparse's _SubParsersAction is private
+
+
+def register(sub: Sub) -> None:
+    parser = sub.add_parser("campaign", help="LFN benchmarking campaigns: check, report")
+    csub = parser.add_subparsers(dest="campaign_command", required=True, metavar="ACTION")
+    p = csub.add_parser("show", help="check a campaign file and list its scenarios")
+    p.add_argument("file", type=Path, metavar="FILE", help="config/campaigns/NAME.toml")
+    p.add_argument("--quick", action="store_true", help="only the quick subset (make bench)")
+    p.set_defaults(func=show)
+    r = csub.add_parser("report", help="write the HTML report of a campaign run's results")
+    r.add_argument("run", type=Path, metavar="RUN", help="a campaign results JSON file")
+    r.add_argument("--out", type=Path, metavar="DIR", help="default: RUN-report/ beside it")
+    r.set_defaults(func=report)
+
+
+def show(args: argparse.Namespace) -> int:
+    from reservoir.lab.campaign import CampaignError, load
+
+    try:
+        campaign = load(args.file)
+    except CampaignError as exc:
+        print(f"reservoir campaign show: {exc}", file=sys.stderr)
+        return 2
+    scenarios = campaign.quick() if args.quick else campaign.scenarios()
+    reps = campaign.quick_repetitions if args.quick else campaign.repetitions
+    which = "quick subset" if args.quick else "scenarios"
+    print(f"{campaign.name}: {campaign.description}")
+    print(f"{len(scenarios)} {which} x {reps} repetitions, about ", end="")
+    print(f"{campaign.estimate_seconds(quick=args.quick) / 60:.1f} min")
+    for s in scenarios:
+        base = campaign.baseline_for(s, scenarios)
+        print(f"  {s.name}" + (f"  (baseline {base.name})" if base is not None else ""))
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from reservoir.lab.campaign._report import report_main
+
+    argv = [str(args.run)] + (["--out", str(args.out)] if args.out is not None else [])
+    return report_main(argv)
