@@ -83,10 +83,14 @@ class LinkSource(StrEnum):
 # ---------------------------------------------------------------- agents
 
 
+MAX_BPS = 10**15  # 1 Pbit/s: above any NIC or link, and within a 64-bit column
+MAX_BYTES = 1 << 60  # 1 EiB: above any volume, and within a 64-bit column
+
+
 class NicBase(Strict):
     name: str = Field(min_length=1, max_length=15, pattern=r"^[^/\s]+$")
     address: str = Field(min_length=1, max_length=64, description="IPv4/IPv6 address")
-    speed_bps: int = Field(gt=0, description="line rate in bits per second")
+    speed_bps: int = Field(gt=0, le=MAX_BPS, description="line rate in bits per second")
 
 
 class VolumeBase(Strict):
@@ -102,7 +106,7 @@ class VolumeBase(Strict):
     path: str | None = Field(default=None, min_length=1, max_length=4096)
     iqn: str | None = Field(default=None, max_length=223)
     lun: int | None = Field(default=None, ge=0, le=16383)
-    size_bytes: int = Field(gt=0)
+    size_bytes: int = Field(gt=0, le=MAX_BYTES)
     block_size: int = Field(default=512, ge=512, le=1 << 20)
     portal: str | None = Field(
         default=None,
@@ -279,7 +283,7 @@ class LinkBase(Strict):
     nic_a: str = Field(min_length=1, max_length=15)
     agent_b: str = Field(min_length=1, max_length=36, description="agent id")
     nic_b: str = Field(min_length=1, max_length=15)
-    capacity_bps: int = Field(gt=0, description="bits per second")
+    capacity_bps: int = Field(gt=0, le=MAX_BPS, description="bits per second")
     rtt_ms: float = Field(ge=0, le=10_000)
     source: LinkSource = LinkSource.DECLARED
     bottleneck: Name | None = Field(

@@ -124,6 +124,9 @@ class CopyBase(Strict):
         return [self.dest] if isinstance(self.dest, str) else list(self.dest)
 
 
+MAX_CAP = 1 << 40  # segments or bytes/s (8.8 Pbit/s): what the kernel's fields hold
+
+
 class CapsBase(Strict):
     stream_cwnd_caps: dict[int, int] = Field(default_factory=dict)  # stream -> segments
     stream_pacing_rates: dict[int, int] = Field(default_factory=dict)  # stream -> bytes/s
@@ -135,8 +138,8 @@ class CapsBase(Strict):
         for stream, amount in value.items():
             if not 0 <= stream < 256:
                 raise ValueError(f"stream {stream} is not between 0 and 255")
-            if amount <= 0:
-                raise ValueError(f"stream {stream}: the value must be positive")
+            if not 0 < amount < MAX_CAP:
+                raise ValueError(f"stream {stream}: the value must be between 1 and {MAX_CAP - 1}")
         return value
 
     @field_validator("nic_pacing_rates")
@@ -145,8 +148,8 @@ class CapsBase(Strict):
         for nic, rate in value.items():
             if not 0 < len(nic) < 16 or "/" in nic or nic in (".", ".."):
                 raise ValueError(f"{nic!r} is not an interface name")
-            if rate <= 0:
-                raise ValueError(f"{nic}: the rate must be positive")
+            if not 0 < rate < MAX_CAP:
+                raise ValueError(f"{nic}: the rate must be between 1 and {MAX_CAP - 1}")
         return value
 
 

@@ -295,10 +295,10 @@ def test_dumbbell_routes_each_address_over_its_path_into_one_bottleneck() -> Non
     assert len(rtt_near) == len(rtt_far) == 10
     assert all(20 <= t <= 22 for t in rtt_near)
     assert all(60 <= t <= 62 for t in rtt_far)
-    # One 500 Mbit/s queue for both paths (two would give twice as much). The receivers'
-    # reports come out 1-2 % above 500 x 1448/1514 while r's TBF counted 499.8 Mbit/s
-    # of frames over the same seconds: hence 1.03, not 1.0.
-    assert 0.85 * expected <= total <= 1.03 * expected
+    # One 500 Mbit/s queue for both paths (two would give twice as much, 1.9+). The
+    # receivers' per-second reports come out 1-8 % above 500 x 1448/1514 (their seconds
+    # do not line up) while r's TBF counted 499.8 Mbit/s of frames: hence 1.2, not 1.0.
+    assert 0.85 * expected <= total <= 1.2 * expected
     assert min(each) > 0.1 * total  # both paths carry traffic through it
     for name in ("l1", "l2"):
         line = lab.line_logs[name].split("dline: stats a->b ")[1].split(";")[0]

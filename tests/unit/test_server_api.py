@@ -122,6 +122,21 @@ def test_unknown_ids_are_404_naming_the_id(api: httpx.Client) -> None:
     assert r.status_code == 404
 
 
+def test_a_speed_beyond_any_nic_is_422_not_a_database_overflow(api: httpx.Client) -> None:
+    body = {
+        "name": "a1",
+        "control_url": "http://127.0.0.1:8740",
+        "api_token": "agent-api-token-0123456789",
+        "nics": [
+            {"name": "eth0", "address": "10.0.0.1", "speed_bps": 4719950295536288820031913984}
+        ],
+    }
+    r = api.post("/agents", json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "nics", 0, "speed_bps"]
+    assert api.get("/agents").json() == []
+
+
 def test_volume_set_with_unknown_agent_is_422_at_the_member(api: httpx.Client) -> None:
     a1 = agent(api, "a1")
     members = [{"agent_id": a1["id"], "volume": "v0"}, {"agent_id": "ghost", "volume": "v0"}]
