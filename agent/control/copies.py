@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from reservoir.agent.control import store
+from reservoir.agent import store
 from reservoir.agent.control.models import (
     CapsBase,
     CopyCreate,

@@ -13,12 +13,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from reservoir.agent import store
 
 STATE_DIR = Path("/run/reservoir-tuning")
 STATE_VERSION = 1
@@ -105,32 +106,13 @@ def read_state(path: Path) -> Saved | None:
 
 
 def write_state(path: Path, saved: Saved, netns: int) -> None:
-    """Temp file (0600) + fsync + rename + fsync of the directory; the file is
-    removed instead when nothing is left to restore."""
+    """Written atomically (:func:`reservoir.agent.store.write_json_atomic`); the file
+    is removed instead when nothing is left to restore."""
     if not saved.entries:
         path.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        store.fsync_dir(path.parent)
         return
-    text = json.dumps(saved.to_dict(netns), indent=1) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    store.write_json_atomic(path, saved.to_dict(netns))
 
 
 @contextmanager

@@ -1,4 +1,7 @@
-"""Small JSON files saved atomically: temp file (mode 0600), fsync, rename, fsync the folder."""
+"""Small JSON files saved atomically: temp file (mode 0600), fsync, rename, fsync the folder.
+
+A module of its own (not under ``agent.control``) so that light users, the tuning
+profiles' state file among them, do not import the whole agent."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_json", "write_json_atomic"]
+__all__ = ["fsync_dir", "read_json", "write_json_atomic"]
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -25,10 +28,11 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Makes a rename or unlink in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
