@@ -85,6 +85,7 @@ class AgentProc:
     proc: subprocess.Popen[Any] | None = None
     portals: tuple[str, ...] = ()  # the target's addresses (default: addr)
     cwnd_caps: str = "pacing-rate"  # the agent setting: bpf, pacing-rate, off
+    host: str = ""  # the lab host it runs in (default: role)
 
     @property
     def name(self) -> str:
@@ -127,7 +128,7 @@ class AgentProc:
         argv = [*reservoir_command(), "agent", "serve", "--config", str(self.write_config())]
         log = self.work / f"agent-{self.name}.log"
         with open(log, "ab") as out:
-            self.proc = self.lab.run(self.role, argv, stdout=out, stderr=out)
+            self.proc = self.lab.run(self.host or self.role, argv, stdout=out, stderr=out)
         wait_health(f"{self.url}/api/v1", self.proc, log)
 
     def stop(self) -> None:
@@ -161,6 +162,7 @@ class Coordinator:
     agent_token: str = field(default_factory=lambda: secrets.token_hex(24))
     proc: subprocess.Popen[Any] | None = None
     starts: int = 0
+    host: str = "src"  # the lab host it runs in
 
     @property
     def api(self) -> str:
@@ -182,7 +184,7 @@ class Coordinator:
         with open(log, "ab") as out:
             out.write(f"---- start {self.starts + 1}\n".encode())
             out.flush()
-            self.proc = self.lab.run("src", argv, stdout=out, stderr=out, env=self.env())
+            self.proc = self.lab.run(self.host, argv, stdout=out, stderr=out, env=self.env())
         self.starts += 1
         wait_health(self.api, self.proc, log, timeout=30)
 

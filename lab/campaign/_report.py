@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import statistics
 import sys
 import time
@@ -42,7 +43,7 @@ from reservoir.lab.campaign._results import (
     summary_rows,
 )
 
-__all__ = ["report_main", "write_report"]
+__all__ = ["report_html", "report_main", "write_report"]
 
 STREAM_WIDTH = 0.9
 AGGREGATE = "#1a1a1a"
@@ -118,18 +119,25 @@ def _family_label(sc: Scenario, *, rate: bool = True) -> str:
 
 
 class _Report:
-    def __init__(self, result: CampaignRun, out_dir: Path) -> None:
+    """The page; its plots saved as SVG files beside it, or with ``out_dir`` None
+    written into the page itself (one self-contained file)."""
+
+    def __init__(self, result: CampaignRun, out_dir: Path | None) -> None:
         self.result = result
         self.out = out_dir
         self.rows = summary_rows(result)
         self.files: list[str] = []
 
     def save(self, name: str, text: str) -> str:
+        assert self.out is not None
         (self.out / name).write_text(text)
         self.files.append(name)
         return name
 
     def figure(self, name: str, text: str, alt: str) -> str:
+        if self.out is None:
+            body = re.sub(r"^<\?xml[^>]*\?>\s*", "", text)
+            return f"<figure role='img' aria-label='{e(alt)}'>{body}</figure>"
         src = self.save(name, text)
         return f"<figure><img src='{e(src)}' alt='{e(alt)}'></figure>"
 
@@ -559,6 +567,11 @@ def write_report(result: CampaignRun, out_dir: Path) -> Path:
     index = out_dir / "index.html"
     index.write_text(report.page())
     return index
+
+
+def report_html(result: CampaignRun) -> str:
+    """The report as one self-contained HTML page (its plots inline SVG)."""
+    return _Report(result, None).page()
 
 
 def report_main(argv: Sequence[str] | None = None) -> int:

@@ -1,10 +1,11 @@
 """``reservoir campaign ...``: check a campaign file and list its scenarios (``show``),
-and write the report of a campaign run's results (``report``).
+run it (``run``), and write the report of a campaign run's results (``report``).
 
     reservoir campaign show config/campaigns/lfn-2x500m-100ms.toml [--quick]
+    reservoir campaign run lfn-2x500m-100ms [--quick] [--out DIR]
     reservoir campaign report results.json [--out DIR]
 
-Running a campaign (``reservoir campaign run``) is not built yet.
+A campaign is a file, or the name of one in config/campaigns/.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register", "report", "show"]
+__all__ = ["register", "report", "resolve", "run", "show"]
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -26,17 +27,36 @@ def register(sub: Sub) -> None:
     p.add_argument("file", type=Path, metavar="FILE", help="config/campaigns/NAME.toml")
     p.add_argument("--quick", action="store_true", help="only the quick subset (make bench)")
     p.set_defaults(func=show)
+    g = csub.add_parser("run", help="run a campaign on the lab it describes (root)")
+    g.add_argument(
+        "file", metavar="CAMPAIGN", help="a campaign file, or a name in config/campaigns"
+    )
+    g.add_argument("--quick", action="store_true", help="only the quick subset (make bench)")
+    g.add_argument(
+        "--out", type=Path, metavar="DIR", help="default: campaign-runs/NAME-YYYYmmdd-HHMMSS"
+    )
+    g.set_defaults(func=run)
     r = csub.add_parser("report", help="write the HTML report of a campaign run's results")
     r.add_argument("run", type=Path, metavar="RUN", help="a campaign results JSON file")
     r.add_argument("--out", type=Path, metavar="DIR", help="default: RUN-report/ beside it")
     r.set_defaults(func=report)
 
 
+def resolve(text: str | Path) -> Path:
+    """A campaign file as given, or ``config/campaigns/NAME.toml`` for a bare name."""
+    from reservoir.lab.campaign import CAMPAIGN_DIR
+
+    path = Path(text)
+    if path.exists() or path.suffix == ".toml" or "/" in str(text):
+        return path
+    return CAMPAIGN_DIR / f"{text}.toml"
+
+
 def show(args: argparse.Namespace) -> int:
     from reservoir.lab.campaign import CampaignError, load
 
     try:
-        campaign = load(args.file)
+        campaign = load(resolve(args.file))
     except CampaignError as exc:
         print(f"reservoir campaign show: {exc}", file=sys.stderr)
         return 2
@@ -57,3 +77,9 @@ def report(args: argparse.Namespace) -> int:
 
     argv = [str(args.run)] + (["--out", str(args.out)] if args.out is not None else [])
     return report_main(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    from reservoir.lab.campaign._run_cli import run_main
+
+    return run_main(resolve(args.file), quick=args.quick, out=args.out)

@@ -1,0 +1,170 @@
+"""One reservoir run: a transfer through the coordinator's API, disk to disk, verified.
+
+The site's source volume (``size`` random bytes) goes to the zeroed LUN of the
+destination agent with ``streams`` streams over the campaign's paths (one server pair:
+``streams_per_pair`` = streams), the scenario's pacing policy (a ``pacing_rate_mbit``
+becomes the plan's margin below the link's capacity) and equalizer. The run lasts from
+the POST to ``completed``; its figures come from the coordinator's per-stream
+telemetry and events, the per-link wire counters, the agents' CPU time and a hash of
+the LUN against the source.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from datetime import datetime
+from typing import Any
+
+from reservoir.lab.bench_copy import proc_cpu_seconds
+from reservoir.lab.campaign._results import Event, Run
+from reservoir.lab.campaign._scenario import Event as Planned
+from reservoir.lab.campaign._scenario import Scenario
+from reservoir.lab.campaign._site import Site
+from reservoir.lab.campaign._telemetry import (
+    failover,
+    intervals,
+    scenario_record,
+    stream_records,
+)
+from reservoir.lab.campaign._timeline import MARGIN, Timeline, sampler, set_cc
+
+__all__ = ["run_reservoir", "transfer_body"]
+
+Json = dict[str, Any]
+Progress = Callable[[float, float], None]  # (fraction done, bit/s)
+MIN_TIMEOUT_S = 300.0
+PAGE = 10_000
+LOOPBACK_MSS = 65483  # lo's MTU 65536 less IPv4 and TCP headers with timestamps
+
+
+class TransferError(RuntimeError):
+    """The transfer failed, was cancelled or did not complete in time."""
+
+
+def transfer_body(site: Site, scenario: Scenario) -> Json:
+    """``POST /transfers`` for the scenario."""
+    margin = MARGIN
+    rates = [p.rate_bps for p in site.place.paths if p.rate_bps > 0]
+    if scenario.pacing_rate_bps is not None and rates:
+        margin = min(0.95, max(0.0, 1 - scenario.pacing_rate_bps / min(rates)))
+    return {
+        **site.body,
+        "streams_per_pair": scenario.streams,
+        "pacing": {"policy": scenario.pacing, "margin": round(margin, 6)},
+        "equalizer": bool(scenario.equalizer),
+    }
+
+
+def _timeout(site: Site) -> float:
+    """Ten times the size at the slowest of 100 Mbit/s and the paths' sum."""
+    rate = sum(p.rate_bps for p in site.place.paths) or 1e9
+    return max(MIN_TIMEOUT_S, 10 * site.size * 8 / min(rate, 1e8))
+
+
+def _cpu(site: Site) -> float:
+    return sum(proc_cpu_seconds(a.proc.pid) for a in site.agents if a.proc is not None)
+
+
+def _await(site: Site, tid: str, timeline: Timeline, tick: Progress) -> Json:
+    deadline = time.monotonic() + _timeout(site)
+    while True:
+        timeline.poll()
+        t: Json = site.call("GET", f"/transfers/{tid}")
+        if t["state"] == "completed":
+            return t
+        if t["state"] in ("failed", "cancelled"):
+            raise TransferError(f"transfer {t['state']}: {t['last_error']}")
+        if time.monotonic() > deadline:
+            site.call("POST", f"/transfers/{tid}/cancel")
+            raise TransferError(f"transfer not completed after {_timeout(site):.0f} s")
+        elapsed = time.time() - timeline.started
+        done = int(t["done_bytes"])
+        tick(done / max(1, int(t["total_bytes"])), done * 8 / elapsed if elapsed > 0 else 0.0)
+        time.sleep(0.25)
+
+
+def _samples(site: Site, tid: str) -> list[Json]:
+    """Every per-stream sample of the transfer, page by page."""
+    out: list[Json] = []
+    since: float | None = None
+    while True:
+        params: Json = {"limit": PAGE} if since is None else {"limit": PAGE, "since": since}
+        page: list[Json] = site.call("GET", f"/transfers/{tid}/streams", params=params)
+        out += page
+        if len(page) < PAGE:
+            return out
+        since = float(page[-1]["time"])
+
+
+def _cap_events(site: Site, tid: str, started: float) -> list[Event]:
+    found: list[Json] = site.call("GET", f"/transfers/{tid}/events")
+    out = []
+    for e in found:
+        if e["kind"] != "equalizer":
+            continue
+        at = datetime.fromisoformat(e["at"].replace("Z", "+00:00")).timestamp()
+        out.append(Event(max(0.0, at - started), "cap", e["detail"]))
+    return out
+
+
+def path_namer(site: Site) -> Callable[[str | None], str | None]:
+    """The campaign path of a telemetry path label: a link's name, or the agent's
+    ``LOCAL=REMOTE:PORT`` (its local address is the source's end of one path)."""
+    names = {p.name for p in site.place.paths}
+    by_local = {p.src_addr: p.name for p in site.place.paths}
+
+    def name(label: str | None) -> str | None:
+        if label is None or label in names:
+            return label
+        return by_local.get(label.partition("=")[0])
+
+    return name
+
+
+def _verified(site: Site, done: Json) -> bool:
+    """Every leg verified by the agents, and the LUN equal to the source."""
+    legs_ok = all((leg.get("summary") or {}).get("verified") for leg in done["legs"])
+    return bool(legs_ok) and site.lun_equals_source()
+
+
+def run_reservoir(
+    site: Site, scenario: Scenario, repetition: int, events: tuple[Planned, ...], tick: Progress
+) -> Run:
+    """One repetition of a reservoir scenario; raises on failure (the runner records it)."""
+    site.fresh_lun()
+    set_cc(site.place, scenario.cc)
+    timeline = Timeline(site.place, events)
+    link_sampler = sampler(site.place)
+    body = transfer_body(site, scenario)
+    with ExitStack() as stack:
+        stack.callback(timeline.restore)
+        if link_sampler is not None:
+            stack.enter_context(link_sampler)
+        cpu0 = _cpu(site)
+        started = timeline.start()
+        tid = site.call("POST", "/transfers", json=body)["id"]
+        done = _await(site, tid, timeline, tick)
+        seconds = time.time() - started
+        cpu = _cpu(site) - cpu0
+    mss = site.place.paths[0].mss if site.place.paths else LOOPBACK_MSS
+    streams = stream_records(_samples(site, tid), started, path_namer(site), mss)
+    run = Run(
+        scenario_record(scenario),
+        repetition,
+        started,
+        seconds,
+        site.size,
+        site.size * 8 / seconds,
+        cpu,
+        verified=_verified(site, done),
+        intervals=intervals(streams),
+        streams=streams,
+        events=sorted([*timeline.fired, *_cap_events(site, tid, started)], key=lambda e: e.t),
+    )
+    if link_sampler is not None:
+        run.failover = failover(link_sampler.bins(), timeline.fired, started)
+    if not run.verified:
+        run.error = "the LUN differs from the source, or an agent did not verify its copy"
+    return run

@@ -1,0 +1,94 @@
+"""``reservoir campaign run CAMPAIGN [--quick] [--out DIR]``: the runner with its
+progress display, log, exit codes and signal handling.
+
+Exit codes: 0 every run completed (whether or not it met its targets), 1 a run failed
+or the lab could not be built, 2 a campaign file that cannot be run, 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM). The lab, the agents and the coordinator are
+stopped and removed in every case.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from reservoir.lab import netns
+from reservoir.lab.campaign._progress import Progress
+from reservoir.lab.campaign._results import format_summary, summary_rows
+from reservoir.lab.campaign._runner import Cancelled, estimates, run_campaign
+from reservoir.lab.campaign._spec import CampaignError, load
+
+__all__ = ["default_out", "run_main"]
+
+PROG = "reservoir campaign run"
+
+
+def default_out(name: str) -> Path:
+    return Path("campaign-runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _on_term(main_pid: int, signum: int, frame: FrameType | None) -> None:
+    """Stop the campaign, in the runner's own process only: a process forked from it
+    (pyroute2 forks one to work in another namespace, and stops it with SIGTERM) must
+    simply end, not unwind the runner's cleanup of the lab."""
+    if os.getpid() != main_pid:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    raise Cancelled(f"signal {signum}")
+
+
+def run_main(file: Path, *, quick: bool = False, out: Path | None = None) -> int:
+    try:
+        campaign = load(file)
+    except CampaignError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    why = netns.can_create()
+    if why is not None:
+        print(f"{PROG}: cannot build the lab here: {why}", file=sys.stderr)
+        return 1
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call otherwise
+    out = out if out is not None else default_out(campaign.name)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "log.txt", "a", buffering=1) as log:
+
+        def to_log(line: str) -> None:
+            log.write(line + "\n")
+
+        prog = Progress(out, estimates(campaign, quick), log=to_log)
+        which = "quick subset" if quick else "matrix"
+        prog.say(
+            f"{campaign.name} ({which}): {prog.total} runs, about"
+            f" {campaign.estimate_seconds(quick=quick) / 60:.0f} min; results in {out}"
+        )
+        previous = signal.signal(signal.SIGTERM, functools.partial(_on_term, os.getpid()))
+        try:
+            result = run_campaign(campaign, out, prog, quick=quick)
+        except (Cancelled, KeyboardInterrupt) as exc:
+            prog.finish(
+                "cancelled", "interrupted" if isinstance(exc, KeyboardInterrupt) else "terminated"
+            )
+            prog.say(f"cancelled; the runs so far are in {out / 'results.json'}")
+            return 130 if isinstance(exc, KeyboardInterrupt) else 143
+        except Exception as exc:
+            prog.finish("failed", str(exc) or type(exc).__name__)
+            prog.say(f"{PROG}: {exc}")
+            return 1
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        failed = [r for r in result.runs if not r.ok]
+        if failed:
+            first = f"{failed[0].scenario.name}: {failed[0].error}"
+            prog.finish("failed", f"{len(failed)} of {len(result.runs)} runs failed; {first}")
+        else:
+            prog.finish("completed")
+        prog.say(format_summary(summary_rows(result)))
+        prog.say(f"results: {out / 'results.json'}\nreport:  {out / 'report.html'}")
+        return 1 if failed else 0

@@ -1,0 +1,188 @@
+"""Running a campaign: every scenario of its matrix (or quick subset), every repetition,
+on the lab it describes, into an output folder.
+
+The lab is built once per loss value (the matrix's order puts loss first); inside it
+the repetitions go round the scenarios (run 1 of every scenario, then run 2, ...) so
+that a reservoir run and its iperf3 baseline are close in time. Reservoir runs need a
+site (agents and a coordinator, a source volume of the scenario's size): one at a time,
+started when the size first changes.
+
+The output folder gets ``results.json`` (a :class:`CampaignRun`, rewritten after every
+run, so an interrupted campaign keeps what it measured), ``progress.json``
+(_progress.py), ``log.txt``, ``report.html`` (one self-contained page) at the end, and
+``work/`` with the processes' logs. A run that fails is recorded with its error and
+the campaign goes on; :class:`Cancelled` (SIGTERM) or KeyboardInterrupt stop it after
+the lab is torn down.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reservoir.lab.campaign._estimate import run_seconds
+from reservoir.lab.campaign._progress import Progress
+from reservoir.lab.campaign._report import report_html
+from reservoir.lab.campaign._results import (
+    CampaignRun,
+    Machine,
+    PathInfo,
+    Run,
+    Topology,
+    run_jain,
+)
+from reservoir.lab.campaign._scenario import Scenario
+from reservoir.lab.campaign._site import Place, Site, place, site
+from reservoir.lab.campaign._spec import Campaign
+from reservoir.lab.campaign._telemetry import scenario_record
+
+__all__ = ["Cancelled", "plan", "run_campaign"]
+
+CC_AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+class Cancelled(BaseException):
+    """The campaign was asked to stop (SIGTERM)."""
+
+
+def plan(campaign: Campaign, quick: bool) -> list[tuple[Scenario, int]]:
+    """(scenario, repetition from 1) in the order they run."""
+    scenarios = campaign.quick() if quick else campaign.scenarios()
+    reps = campaign.quick_repetitions if quick else campaign.repetitions
+    out: list[tuple[Scenario, int]] = []
+    for loss in dict.fromkeys(s.loss for s in scenarios):
+        group = [s for s in scenarios if s.loss == loss]
+        out += [(s, rep) for rep in range(1, reps + 1) for s in group]
+    return out
+
+
+def machine() -> Machine:
+    try:
+        cc = CC_AVAILABLE.read_text().split()
+    except OSError:
+        cc = []
+    return Machine(os.cpu_count() or 1, platform.release(), cc)
+
+
+def topology_record(campaign: Campaign) -> Topology:
+    t = campaign.topology
+    if t.kind == "loopback" or t.lab is None:
+        return Topology("loopback" if t.kind == "loopback" else "real", None, None)
+    paths = []
+    for name in t.paths:
+        link = t.lab.link(name)
+        paths.append(PathInfo(name, link.rate_mbit * 1e6, 2 * link.delay_ms, link.loss))
+    bottleneck = None if t.bottleneck_mbit is None else t.bottleneck_mbit * 1e6
+    return Topology("lab", t.lab_file, bottleneck, paths)
+
+
+@dataclass
+class _Sites:
+    """One site at a time, replaced when a run needs another volume size."""
+
+    place: Place
+    work: Path
+    size: int | None = None
+    current: Site | None = None
+    stack: ExitStack = field(default_factory=ExitStack)
+
+    def get(self, size: int) -> Site:
+        if self.current is None or self.size != size:
+            self.close()
+            self.current = self.stack.enter_context(site(self.place, self.work, size))
+            self.size = size
+        return self.current
+
+    def close(self) -> None:
+        self.stack.close()
+        self.current = self.size = None
+
+
+def _run_one(
+    p: Place,
+    sites: _Sites,
+    campaign: Campaign,
+    sc: Scenario,
+    *,
+    rep: int,
+    work: Path,
+    prog: Progress,
+) -> Run:
+    from reservoir.lab.campaign._iperf3_run import run_iperf3
+    from reservoir.lab.campaign._reservoir_run import run_reservoir
+
+    if sc.tool == "iperf3":
+        work.mkdir(parents=True, exist_ok=True)
+        return run_iperf3(p, sc, repetition=rep, events=campaign.events, work=work, tick=prog.tick)
+    if sc.multilink == "mptcp":
+        raise NotImplementedError(
+            "multilink mptcp: the coordinator's transfers do not open MPTCP sockets yet"
+            " (reservoir copy --mptcp does, see make bench-lfn)"
+        )
+    assert sc.size_bytes is not None
+    return run_reservoir(sites.get(sc.size_bytes), sc, rep, campaign.events, prog.tick)
+
+
+def _failed(sc: Scenario, rep: int, started: float, exc: Exception) -> Run:
+    text = str(exc) or type(exc).__name__
+    return Run(scenario_record(sc), rep, started, time.time() - started, 0, 0.0, 0.0, error=text)
+
+
+def _groups(runs: list[tuple[Scenario, int]]) -> Iterator[list[tuple[Scenario, int]]]:
+    """Consecutive runs with the same loss (one lab each)."""
+    group: list[tuple[Scenario, int]] = []
+    for item in runs:
+        if group and group[-1][0].loss != item[0].loss:
+            yield group
+            group = []
+        group.append(item)
+    if group:
+        yield group
+
+
+def run_campaign(campaign: Campaign, out: Path, prog: Progress, quick: bool = False) -> CampaignRun:
+    """Runs the campaign into ``out`` (which must exist); the results, also saved."""
+    runs = plan(campaign, quick)
+    result = CampaignRun(
+        campaign.name,
+        f"{campaign.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}",
+        time.time(),
+        None,
+        machine(),
+        topology_record(campaign),
+    )
+    result.save(out / "results.json")
+    index = 0
+    for group in _groups(runs):
+        spec = campaign.topology.spec_for(group[0][0].loss)
+        with place(campaign.topology, spec) as p, ExitStack() as stack:
+            sites = _Sites(p, out / "work")
+            stack.callback(sites.close)
+            for sc, rep in group:
+                index += 1
+                prog.begin(sc.name, rep)
+                started = time.time()
+                work = out / "work" / f"{index:03d}-{sc.name}-r{rep}"
+                try:
+                    run = _run_one(p, sites, campaign, sc, rep=rep, work=work, prog=prog)
+                except Exception as exc:  # a failed run is a result; the campaign goes on
+                    run = _failed(sc, rep, started, exc)
+                if run.ok:
+                    run.jain = run_jain(run)
+                result.runs.append(run)
+                result.save(out / "results.json")
+                prog.end(run)
+    result.finished = time.time()
+    result.save(out / "results.json")
+    (out / "report.html").write_text(report_html(result))
+    return result
+
+
+def estimates(campaign: Campaign, quick: bool) -> list[float]:
+    return [run_seconds(sc, campaign.topology) for sc, _ in plan(campaign, quick)]
