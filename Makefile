@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance bench bench-lfn bench-coordinator bench-equalizer fmt clean
+.PHONY: install test check demo conformance bench bench-copy bench-lfn bench-coordinator bench-equalizer fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -24,7 +24,10 @@ demo: $(STAMP)      ## a verified transfer between two hosts through an emulated
 conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, same run
 	.venv/bin/python -m reservoir.lab.compare_targets
 
-bench: $(STAMP)     ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)
+bench: $(STAMP)     ## the quick subset of every shipped campaign: design.md section 6 figures (~15 min)
+	.venv/bin/python -m reservoir.lab.campaign.bench
+
+bench-copy: $(STAMP)  ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)
 	.venv/bin/python -m reservoir.lab.bench_copy
 
 bench-lfn: $(STAMP) ## reservoir copy on the emulated 2 x 500 Mbit/s, 100 ms LFN: iperf3, failover, MPTCP, kill

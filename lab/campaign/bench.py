@@ -1,0 +1,132 @@
+"""``make bench``: the quick subset of every shipped campaign, one after the other, and
+the figures of design.md section 6 as ratios measured in the same run.
+
+    python -m reservoir.lab.campaign.bench [--out DIR] [--only NAME ...]
+
+Each campaign's results go to ``DIR/NAME/`` (results.json, report.html, log.txt); the
+end prints each campaign's summary table and then one block of section 6 figures:
+
+- LFN goodput: reservoir's goodput / the bottleneck, and / iperf3 with the same
+  streams in the same run, on every lab campaign (target >= 0.95 and >= 1.0);
+- fairness: Jain's index of reservoir runs with the equalizer on (target >= 0.98);
+- loopback: reservoir / iperf3 (target >= 0.8) and CPU seconds per GB of each;
+- failover: aggregate seconds lost while a path is down (< 1 s) and how soon the
+  restored path carries traffic again (< 2 s).
+
+A benchmark, not a test: it exits 0 when every run completed, whether or not the
+figures meet their targets, 1 when a run failed, 130/143 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from reservoir.lab.campaign._results import (
+    TARGET_BACK_S,
+    TARGET_BOTTLENECK,
+    TARGET_FAILOVER_S,
+    TARGET_IPERF3,
+    TARGET_IPERF3_LOOPBACK,
+    TARGET_JAIN,
+    CampaignRun,
+    SummaryRow,
+    format_summary,
+    summary_rows,
+)
+from reservoir.lab.campaign._run_cli import run_main
+from reservoir.lab.campaign._spec import shipped
+
+__all__ = ["figures", "main"]
+
+
+def _span(values: Sequence[float], fmt: str = "{:.3f}") -> str:
+    """``median (min-max, n)`` of the values; ``-`` without any."""
+    if not values:
+        return "-"
+    med = fmt.format(statistics.median(values))
+    if len(values) == 1:
+        return med
+    return f"{med} (min {fmt.format(min(values))}, max {fmt.format(max(values))}, n={len(values)})"
+
+
+def _verdict(values: Sequence[float], ok: bool) -> str:
+    return "" if not values else ("  met" if ok else "  MISSED")
+
+
+def figures(results: Sequence[CampaignRun]) -> list[str]:
+    """The section 6 lines over every campaign's reservoir rows."""
+    lfn: list[SummaryRow] = []
+    loop: list[SummaryRow] = []
+    for r in results:
+        rows = [row for row in summary_rows(r) if row.tool == "reservoir"]
+        (loop if r.topology.kind == "loopback" else lfn).extend(rows)
+    goodput = [x.of_bottleneck for x in lfn if x.of_bottleneck is not None]
+    vs_iperf3 = [x.of_iperf3 for x in lfn if x.of_iperf3 is not None]
+    jain = [x.jain for x in lfn if x.jain is not None and "jain" in x.checks]
+    loop_ratio = [x.of_iperf3 for x in loop if x.of_iperf3 is not None]
+    cpu = [x.cpu_s_per_gb for x in loop if x.cpu_s_per_gb is not None]
+    iperf3_cpu = [
+        row.cpu_s_per_gb
+        for r in results
+        if r.topology.kind == "loopback"
+        for row in summary_rows(r)
+        if row.tool == "iperf3" and row.cpu_s_per_gb is not None
+    ]
+    lost = [x.failover_lost_s for x in lfn if x.failover_lost_s is not None]
+    back = [x.back_after_s for x in lfn if x.back_after_s is not None]
+    return [
+        "design.md section 6, reservoir scenarios (median over scenarios):",
+        f"  LFN goodput / bottleneck      {_span(goodput)}"
+        + _verdict(goodput, min(goodput, default=0) >= TARGET_BOTTLENECK),
+        f"  LFN goodput / iperf3          {_span(vs_iperf3)}"
+        + _verdict(vs_iperf3, min(vs_iperf3, default=0) >= TARGET_IPERF3),
+        f"  Jain, equalizer on            {_span(jain)}"
+        + _verdict(jain, min(jain, default=0) >= TARGET_JAIN),
+        f"  loopback copy / iperf3        {_span(loop_ratio)}"
+        + _verdict(loop_ratio, min(loop_ratio, default=0) >= TARGET_IPERF3_LOOPBACK),
+        f"  loopback CPU s/GB             reservoir {_span(cpu, '{:.2f}')};"
+        f" iperf3 {_span(iperf3_cpu, '{:.2f}')}",
+        f"  failover: aggregate s lost    {_span(lost, '{:.2f}')}"
+        + _verdict(lost, max(lost, default=0) < TARGET_FAILOVER_S),
+        f"  failover: path back after s   {_span(back, '{:.2f}')}"
+        + _verdict(back, max(back, default=0) < TARGET_BACK_S),
+        f"  (targets: >= {TARGET_BOTTLENECK:g} of the bottleneck, >= {TARGET_IPERF3:g} of iperf3,"
+        f" Jain >= {TARGET_JAIN:g}, loopback >= {TARGET_IPERF3_LOOPBACK:g} of iperf3,"
+        f" lost < {TARGET_FAILOVER_S:g} s, back < {TARGET_BACK_S:g} s)",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="make bench", description="the quick subset of every shipped campaign"
+    )
+    parser.add_argument("--out", type=Path, help="default: campaign-runs/bench-YYYYmmdd-HHMMSS")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="these campaigns only")
+    args = parser.parse_args(argv)
+    out: Path = args.out or Path("campaign-runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
+    files = [f for f in shipped() if not args.only or f.stem in args.only]
+    worst = 0
+    results = []
+    for f in files:
+        print(f"\n=== {f.stem} (quick subset)", flush=True)
+        code = run_main(f, quick=True, out=out / f.stem)
+        if code in (130, 143):
+            return code
+        worst = max(worst, code)
+        if (out / f.stem / "results.json").exists():
+            results.append(CampaignRun.load(out / f.stem / "results.json"))
+    print(f"\n=== make bench: {len(results)} campaigns, results in {out}")
+    for r in results:
+        print(f"\n{r.campaign}:\n{format_summary(summary_rows(r))}")
+    print()
+    print("\n".join(figures(results)))
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())
