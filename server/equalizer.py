@@ -10,19 +10,27 @@ streams, separately for every group of streams sharing a bottleneck (a path):
 1. Each stream's rate ``r`` is smoothed (EWMA, ``alpha``) from its telemetry, with
    its smoothed RTT and MSS.
 2. The fair share is ``f = sum(r) / n`` and the fairness Jain's index
-   ``J = sum(r)^2 / (n * sum(r^2))``.
-3. A multiplier ``m >= 1`` says how far above the fair share a stream may run: a
+   ``J = sum(r)^2 / (n * sum(r^2))``. The share a cap is set from is
+   ``s = max(sum(r), R) / n``, R being the reference aggregate (below): the share of
+   what the bottleneck has carried, not of what it carries now. A cap set from ``f``
+   would follow the aggregate down while the slow streams are still growing into the
+   room (seconds, at 200 ms RTT) and so keep it down.
+3. A multiplier ``m >= 1`` says how far above the share a stream may run: a
    stream faster than ``(1 + tolerance) * f`` while ``J`` is below ``target`` is
-   capped at the window that carries ``m * f`` at its own RTT,
-   ``max(min_cwnd, m * f * srtt / mss)`` segments, and stays capped (the cap
-   following ``f``) while caps are in force; the others are not capped, so they
+   capped at the window that carries ``m * s`` at its own RTT,
+   ``max(min_cwnd, m * s * srtt / mss)`` segments, and stays capped (the cap
+   following ``s``) while caps are in force; the others are not capped, so they
    grow into the room the fast ones leave.
-4. ``m`` adapts on the aggregate, AIMD style: when the smoothed aggregate falls
-   below ``(1 - drop)`` of the reference (the best smoothed aggregate of the last
-   ``memory`` intervals) the caps cost throughput, and ``m`` grows by ``relax``;
-   otherwise, while ``J`` is below ``target``, ``m`` shrinks by ``tighten`` (never
-   below 1); once fair, ``m`` grows slowly by ``drift`` so caps lift when they are no
-   longer needed (a capped stream at ``m_max`` is uncapped).
+4. ``m`` adapts on the aggregate, AIMD style: when the smoothed aggregate stays
+   below ``(1 - drop)`` of the reference R (the best smoothed aggregate of the last
+   ``memory`` intervals) for ``patience`` intervals, the caps cost throughput: ``m``
+   grows by ``relax``, and that ``m`` becomes the floor tightening stops at (the
+   floor sinks back to 1 by ``floor_decay`` an interval, so caps are tried again
+   later, like TCP's ssthresh). While the aggregate is below R but not for that
+   long, ``m`` is held: a slow stream at 200 ms RTT needs seconds to take the room.
+   Otherwise, while ``J`` is below ``target``, ``m`` shrinks by ``tighten`` (never
+   below the floor); once fair, ``m`` grows slowly by ``drift`` so caps lift when
+   they are no longer needed (a capped stream at ``m_max`` is uncapped).
 5. Only a cap that appears, disappears or moves by more than ``change`` (relative) is
    pushed; each is a :class:`Decision`, which the caller records as an event.
 """
@@ -43,14 +51,17 @@ class EqualizerConfig:
     tolerance: float = 0.05  # streams within this of the fair share are left alone
     min_cwnd: int = 10  # segments: never cap below the initial window
     tighten: float = 0.9
-    relax: float = 1.25
+    relax: float = 1.1
     drift: float = 1.02
     m_start: float = 1.5
     m_max: float = 3.0
     drop: float = 0.03  # aggregate loss that counts as caused by the caps
     target: float = 0.98  # Jain's index that counts as fair
     change: float = 0.05  # smaller cap moves are not pushed
-    memory: int = 20  # intervals the reference aggregate looks back
+    step_down: float = 1.0  # a cap takes at most this fraction off a window per interval
+    memory: int = 40  # intervals the reference aggregate looks back
+    patience: int = 8  # intervals the aggregate stays low before the caps loosen
+    floor_decay: float = 0.998  # per interval, the floor of the multiplier sinks to 1
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha <= 1:
@@ -95,7 +106,7 @@ class Decision:
     group: str
     old: int | None
     new: int | None
-    fair_share: float  # bytes per second
+    fair_share: float  # bytes per second: the share the cap was set from
     jain: float
     aggregate: float  # bytes per second, smoothed
     multiplier: float
@@ -117,6 +128,7 @@ class _Interval:
 
     now: float
     fair: float
+    share: float  # what caps are set from: the reference aggregate's fair share
     jain: float
     aggregate: float
     multiplier: float
@@ -128,6 +140,8 @@ class _Group:
     multiplier: float
     rates: dict[str, float] = field(default_factory=dict)  # smoothed
     aggregates: deque[float] = field(default_factory=deque)
+    low: int = 0  # consecutive intervals with the aggregate below its reference
+    floor: float = 1.0  # tightening stops here: where caps last cost the aggregate
 
 
 class Equalizer:
@@ -167,8 +181,10 @@ class Equalizer:
         rates = [group.rates[s.stream] for s in samples]
         aggregate = sum(rates)
         fair, index = aggregate / len(rates), jain(rates)
+        reference = max(group.aggregates, default=aggregate)
         reason = self._adapt(group, aggregate, index)
-        interval = _Interval(now, fair, index, aggregate, group.multiplier, reason)
+        share = max(aggregate, reference) / len(rates)
+        interval = _Interval(now, fair, share, index, aggregate, group.multiplier, reason)
         decisions = []
         for s, rate in zip(samples, rates, strict=True):
             wanted = self._cap_for(s, rate, interval)
@@ -184,11 +200,17 @@ class Equalizer:
         group.aggregates.append(aggregate)
         if len(group.aggregates) > cfg.memory:
             group.aggregates.popleft()
-        if aggregate < (1 - cfg.drop) * reference:
+        group.low = group.low + 1 if aggregate < (1 - cfg.drop) * reference else 0
+        group.floor = max(1.0, group.floor * cfg.floor_decay)
+        if group.low >= cfg.patience:
+            group.low = 0
             group.multiplier = min(cfg.m_max, group.multiplier * cfg.relax)
+            group.floor = group.multiplier
             return "aggregate below its reference: caps loosened"
+        if group.low:
+            return "aggregate below its reference: caps held"
         if index < cfg.target:
-            group.multiplier = max(1.0, group.multiplier * cfg.tighten)
+            group.multiplier = max(group.floor, group.multiplier * cfg.tighten)
             return "streams unequal: caps tightened"
         group.multiplier = min(cfg.m_max, group.multiplier * cfg.drift)
         return "fair: caps loosened slowly"
@@ -199,14 +221,16 @@ class Equalizer:
         than ``(1 + tolerance)`` times the fair share while the group is not fair
         (no new caps while Jain's index is at the target: during a ramp-up, say)."""
         cfg = self.config
-        fair, m = at.fair, at.multiplier
+        m = at.multiplier
         if m >= cfg.m_max or s.srtt <= 0:
             return None
         if s.stream not in self.caps and (
-            rate <= (1 + cfg.tolerance) * fair or at.jain >= cfg.target
+            rate <= (1 + cfg.tolerance) * at.fair or at.jain >= cfg.target
         ):
             return None
-        return max(cfg.min_cwnd, round(m * fair * s.srtt / s.mss))
+        window = rate * s.srtt / s.mss
+        wanted = max(m * at.share * s.srtt / s.mss, (1 - cfg.step_down) * window)
+        return max(cfg.min_cwnd, round(wanted))
 
     def _change(self, s: StreamSample, wanted: int | None, at: _Interval) -> Decision | None:
         old = self.caps.get(s.stream)
@@ -224,7 +248,7 @@ class Equalizer:
             s.group,
             old,
             wanted,
-            at.fair,
+            at.share,
             at.jain,
             at.aggregate,
             at.multiplier,
