@@ -18,7 +18,7 @@ test: $(STAMP)      ## unit, integration (real peers on loopback) and bounded fu
 check: $(STAMP)     ## ruff lint, ruff format --check, mypy strict
 	scripts/check.sh
 
-demo: $(STAMP)      ## a verified transfer between two hosts through an emulated LFN
+demo: $(STAMP)      ## a verified transfer through the coordinator over an emulated LFN, dashboard on 127.0.0.1:8470
 	scripts/demo.sh
 
 conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, same run
