@@ -246,12 +246,20 @@ def record_nic_rates(
 
 
 def list_samples(
-    session: Session, transfer_id: str, *, since: float | None = None, limit: int = 1000
+    session: Session,
+    transfer_id: str,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int = 1000,
 ) -> list[StreamSample]:
-    """The newest ``limit`` samples later than ``since``, oldest first."""
+    """The newest ``limit`` samples later than ``since`` and not later than ``until``,
+    oldest first."""
     query = select(StreamSample).where(StreamSample.transfer_id == transfer_id)
     if since is not None:
         query = query.where(StreamSample.time > since)
+    if until is not None:
+        query = query.where(StreamSample.time <= until)
     query = query.order_by(StreamSample.time.desc(), StreamSample.id.desc()).limit(limit)
     return list(reversed(session.scalars(query).all()))
 

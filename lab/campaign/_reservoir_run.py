@@ -86,16 +86,21 @@ def _await(site: Site, tid: str, timeline: Timeline, tick: Progress) -> Json:
 
 
 def _samples(site: Site, tid: str) -> list[Json]:
-    """Every per-stream sample of the transfer, page by page."""
-    out: list[Json] = []
-    since: float | None = None
+    """Every per-stream sample of the transfer: the API gives the newest ``limit``, so
+    page back with ``until`` = the oldest time seen (its samples come again)."""
+    seen: dict[tuple[str, str, float], Json] = {}
+    until: float | None = None
     while True:
-        params: Json = {"limit": PAGE} if since is None else {"limit": PAGE, "since": since}
+        params: Json = {"limit": PAGE} if until is None else {"limit": PAGE, "until": until}
         page: list[Json] = site.call("GET", f"/transfers/{tid}/streams", params=params)
-        out += page
-        if len(page) < PAGE:
-            return out
-        since = float(page[-1]["time"])
+        fresh = 0
+        for s in page:
+            key = (str(s["copy_id"]), str(s["stream"]), float(s["time"]))
+            fresh += key not in seen
+            seen.setdefault(key, s)
+        if len(page) < PAGE or not fresh:
+            return sorted(seen.values(), key=lambda s: float(s["time"]))
+        until = float(page[0]["time"])
 
 
 def _cap_events(site: Site, tid: str, started: float) -> list[Event]:

@@ -207,6 +207,26 @@ def test_listing_is_newest_last_after_since_and_limited(sessions: sessionmaker[S
         assert {(s.stream, s.time) for s in latest} == {("0", 9.0), ("1", 9.0)}
 
 
+def test_listing_until_pages_back_through_a_long_history(
+    sessions: sessionmaker[Session],
+) -> None:
+    with sessions() as session:
+        tid = make_transfer(session)
+        store(session, tid, [rec(float(t), s) for t in range(10) for s in "01"])
+        got = telemetry.list_samples(session, tid, until=4.0, limit=3)
+        assert [(s.time, s.stream) for s in got] == [(3.0, "1"), (4.0, "0"), (4.0, "1")]
+        seen: set[tuple[float, str]] = set()
+        until: float | None = None
+        while True:  # what a client does: newest page first, then back in time
+            page = telemetry.list_samples(session, tid, until=until, limit=5)
+            fresh = {(s.time, s.stream) for s in page} - seen
+            seen |= fresh
+            if len(page) < 5 or not fresh:
+                break
+            until = page[0].time
+        assert seen == {(float(t), s) for t in range(10) for s in "01"}
+
+
 class FakeAgent:
     def __init__(self) -> None:
         self.records: list[Json] = []

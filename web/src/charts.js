@@ -5,6 +5,7 @@
 
 import uPlot from './vendor/uPlot.esm.js';
 import { h } from './dom.js';
+import { colourTop } from './scale.js';
 
 /** A distinct colour per stream: golden-angle hues, alternating lightness. */
 export function streamColor(/** @type {number} */ i) {
@@ -236,11 +237,7 @@ export class Heatmap {
     const rows = store.list.length;
     if (!n || !rows) return;
     const values = store.list.map((s) => s.cols[metric]);
-    let max = 0;
-    for (const col of values) for (let i = 0; i < n; i++) {
-      const v = col[(from + i) % store.size];
-      if (v > max) max = v;
-    }
+    const { top, max } = colourTop(values, from, n, store.size);
     if (this.off.width !== n || this.off.height !== rows) {
       this.off.width = n;
       this.off.height = rows;
@@ -252,7 +249,7 @@ export class Heatmap {
     const img = this.image;
     const pixels = new Uint32Array(img.data.buffer); // one RGBA pixel per element
     const colors = new Uint32Array(this.colors.buffer);
-    const scale = max > 0 ? 255 / max : 0;
+    const scale = top > 0 ? 255 / top : 0;
     for (let j = 0; j < rows; j++) {
       const col = values[j];
       const row = j * n;
@@ -265,7 +262,7 @@ export class Heatmap {
         // a slot missed by sampling jitter takes the stream's last value (up to 2 s):
         // grey is a stream silent for longer
         const shown = age <= CARRY_SLOTS ? last : NaN;
-        pixels[row + i] = Number.isNaN(shown) ? this.grey : colors[Math.round(Math.max(0, shown) * scale)];
+        pixels[row + i] = Number.isNaN(shown) ? this.grey : colors[Math.min(255, Math.round(Math.max(0, shown) * scale))];
       }
     }
     octx.putImageData(img, 0, 0);
@@ -299,7 +296,8 @@ export class Heatmap {
     this.view = { labels, from, n, dt: store.dt, values, size: store.size, gutter, row };
     const start = new Date(from * store.dt * 1000).toLocaleTimeString();
     const end = new Date((to + 1) * store.dt * 1000).toLocaleTimeString();
-    this.scale.textContent = `${start} → ${end} · colour: 0 (dark) to ${this.options.unit(max)} (yellow) · grey: no sample for 2 s`;
+    const clipped = top < max ? ` (the 99th percentile; peaks up to ${this.options.unit(max)} are yellow too)` : '';
+    this.scale.textContent = `${start} → ${end} · colour: 0 (dark) to ${this.options.unit(top)} (yellow)${clipped} · grey: no sample for 2 s`;
   }
 
   resize() {} // the next draw() fits the width

@@ -34,8 +34,10 @@ KEEPALIVE = 15.0  # seconds of silence before a comment line keeps proxies from 
     responses=NOT_FOUND,
     summary="Per-stream telemetry samples of a transfer, newest last",
     description=(
-        "Samples later than `since` (Unix seconds, the agents' clocks), at most `limit` "
-        "of the newest, ordered oldest first. Poll with `since` = the last `time` seen. "
+        "Samples later than `since` and not later than `until` (Unix seconds, the agents' "
+        "clocks), at most `limit` of the newest, ordered oldest first. Poll with `since` = "
+        "the last `time` seen; page back through a long history with `until` = the first "
+        "`time` of the previous page (samples at that time come again: skip those seen). "
         "The coordinator keeps each transfer's last two hours (and at most 200000 rows)."
     ),
 )
@@ -43,10 +45,11 @@ def transfer_streams(
     transfer_id: TransferId,
     session: SessionDep,
     since: Annotated[float | None, Query(description="only samples after this time")] = None,
+    until: Annotated[float | None, Query(description="only samples at or before this time")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000, description="at most this many")] = 1000,
 ) -> list[StreamSamplePublic]:
     transfers.get(session, transfer_id)
-    samples = telemetry.list_samples(session, transfer_id, since=since, limit=limit)
+    samples = telemetry.list_samples(session, transfer_id, since=since, until=until, limit=limit)
     return [StreamSamplePublic.model_validate(telemetry.sample_dict(s)) for s in samples]
 
 

@@ -22,6 +22,8 @@ const WINDOW_SECONDS = 600;
 const MAX_EVENTS = 5000;
 const EVENT_ROWS = 300;
 const RECONNECT_MS = 2000;
+const HISTORY_PAGE = 10000; // the API's largest limit
+const HISTORY_PAGES = 12; // 120000 samples: the whole window at 64 streams and 2 Hz
 const PACING_METRIC = 'reservoir_nic_pacing_rate_bytes_per_second';
 const PACING_MS = 2000;
 const PACING_POINTS = 600; // 20 minutes of looks every 2 s
@@ -251,8 +253,7 @@ export function transferView(main, id) {
       const feed = readEvents(`/transfers/${encodeURIComponent(id)}/live`, onEvent, abort.signal);
       try {
         const newest = store.list.reduce((t, s) => Math.max(t, s.lastTime), -Infinity);
-        const query = first ? '?limit=10000' : `?limit=10000&since=${newest}`;
-        const history = await api(`/transfers/${encodeURIComponent(id)}/streams${query}`, { signal: abort.signal });
+        const history = await loadHistory(id, first ? null : newest, abort.signal);
         history.forEach((/** @type {any} */ s) => store.add(s));
         ready = true;
         pending.forEach((s) => store.add(s));
@@ -271,6 +272,30 @@ export function transferView(main, id) {
       }
       await new Promise((r) => setTimeout(r, RECONNECT_MS));
     }
+  }
+
+  /**
+   * The samples of the window (or those after `since`), oldest first. The API gives
+   * the newest `limit` of them, so this pages back with `until` = the oldest time of
+   * the page before; samples at that time come twice, and the store keeps the first.
+   * @param {string} tid @param {number | null} since @param {AbortSignal} signal
+   * @returns {Promise<any[]>}
+   */
+  async function loadHistory(tid, since, signal) {
+    /** @type {any[][]} */ const pages = [];
+    /** @type {number | null} */ let until = null;
+    for (let i = 0; i < HISTORY_PAGES; i++) {
+      const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+      if (since !== null) query.set('since', String(since));
+      if (until !== null) query.set('until', String(until));
+      const page = await api(`/transfers/${encodeURIComponent(tid)}/streams?${query}`, { signal });
+      pages.push(page);
+      if (page.length < HISTORY_PAGE) break;
+      const newestTime = pages[0][pages[0].length - 1].time;
+      if (page[0].time === until || newestTime - page[0].time >= WINDOW_SECONDS) break;
+      until = page[0].time;
+    }
+    return pages.reverse().flat();
   }
 
   async function pollTransfer() {
