@@ -14,6 +14,7 @@ from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.lab import cli as lab_cli
 from reservoir.lab.campaign import cli as campaign_cli
 from reservoir.server import cli as server_cli
+from reservoir.server import link_cli
 from reservoir.server import transfer_cli as coordinator_transfer_cli
 
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     campaign_cli.register(sub)
     server_cli.register(sub)
     coordinator_transfer_cli.register(sub)
+    link_cli.register(sub)
     return parser
 
 

@@ -152,5 +152,24 @@ class HttpAgentClient:
             raise AgentRefusedError(404, f"no copy {copy_id!r}")
         return data
 
+    async def iperf(
+        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+    ) -> Json:
+        """``/iperf/...`` (``POST servers``, ``POST runs``, ``GET runs/{id}``, ``DELETE
+        servers/{id}``): a 503 (iperf3 missing, no NIC pacing) and a 404 are refusals
+        with the agent's reason, not a reason to retry."""
+        url = f"{agent.control_url.rstrip('/')}/api/v1/iperf{path}"
+        headers = {"Authorization": f"Bearer {agent.token}"}
+        with _mapped(agent):
+            response = await self._http.request(method, url, json=body, headers=headers)
+            if 400 <= response.status_code < 500 or response.status_code == 503:
+                raise AgentRefusedError(response.status_code, _detail(response))
+            if response.status_code >= 500:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            data = response.json()
+        if not isinstance(data, dict):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
+
     async def aclose(self) -> None:
         await self._http.aclose()

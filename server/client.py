@@ -26,6 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from reservoir.server.models import (
     LinkPublic,
+    ProbeCreate,
     TransferCreate,
     TransferEventPublic,
     TransferPublic,
@@ -168,6 +169,14 @@ class CoordinatorClient:
 
     def links(self) -> list[LinkPublic]:
         return self._get_list("/links", LinkPublic)
+
+    def link(self, link_id: str) -> LinkPublic:
+        return self._request("GET", f"/links/{_quote(link_id)}", LinkPublic)
+
+    def probe_link(self, link_id: str, body: ProbeCreate) -> LinkPublic:
+        """Starts a probe of the link (``probe.state`` is ``running``)."""
+        payload = body.model_dump(mode="json")
+        return self._request("POST", f"/links/{_quote(link_id)}/probe", LinkPublic, json=payload)
 
     def transfers(self) -> list[TransferPublic]:
         return self._get_list("/transfers", TransferPublic)

@@ -183,6 +183,7 @@ def _request(
             first.source_volume.agent,
             streams=first.streams,
             sharing=sharing,
+            recommended=(transfer.recommendation_applied or {}).get("nic_pacing_bps"),
         )
         if caps is not None:
             body["caps"] = caps

@@ -23,6 +23,7 @@ from reservoir.server.api.routes import (
 from reservoir.server.core.config import ServerSettings
 from reservoir.server.equalizer_loop import EqualizerLoop
 from reservoir.server.errors import install_handlers
+from reservoir.server.probe import LinkProber
 from reservoir.server.scheduler import AgentScheduler, NoopScheduler, Scheduler
 from reservoir.server.telemetry import TelemetryCollector
 
@@ -57,10 +58,12 @@ def create_app(
         collector = TelemetryCollector(sessions)
     if equalizer is None and isinstance(scheduler, AgentScheduler):
         equalizer = EqualizerLoop(sessions)
+    prober = LinkProber(sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db.upgrade(engine)
+        prober.recover()
         if isinstance(scheduler, AgentScheduler):
             await scheduler.start(sessions)
         if collector is not None:
@@ -70,6 +73,7 @@ def create_app(
         try:
             yield
         finally:
+            await prober.stop()
             if equalizer is not None:
                 await equalizer.stop()
             if collector is not None:
@@ -90,6 +94,7 @@ def create_app(
     app.state.settings = settings
     app.state.sessions = sessions
     app.state.scheduler = scheduler
+    app.state.prober = prober
     install_handlers(app)
     if settings.cors_origins:
         app.add_middleware(

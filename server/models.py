@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AnyHttpUrl,
@@ -30,13 +30,18 @@ __all__ = [
     "LegPublic",
     "LinkBase",
     "LinkCreate",
+    "LinkProbePublic",
     "LinkPublic",
+    "LinkRecommendationPublic",
     "LinkSource",
     "MemberBase",
     "MemberPublic",
     "NicBase",
     "PacingBase",
     "PacingPolicy",
+    "ProbeCreate",
+    "ProbeRunPublic",
+    "RecommendationApplied",
     "StreamSamplePublic",
     "TransferBase",
     "TransferCreate",
@@ -322,9 +327,81 @@ class LinkCreate(LinkBase):
     )
 
 
+Direction = Literal["a-to-b", "b-to-a"]
+
+
+def _both_directions() -> list[Direction]:
+    return ["a-to-b", "b-to-a"]
+
+
+class ProbeCreate(Strict):
+    """What a probe of a link tries (``probe.py``): every stream count, unpaced and at
+    every pacing fraction of the link's capacity, in every direction."""
+
+    streams: list[Annotated[int, Field(ge=1, le=128)]] = Field(
+        default_factory=lambda: [1, 4, 8, 16], min_length=1, max_length=8
+    )
+    pacing: list[Annotated[float, Field(gt=0, le=1)]] = Field(
+        default_factory=lambda: [0.95],
+        max_length=4,
+        description="NIC pacing rates tried besides unpaced, as fractions of capacity_bps",
+    )
+    duration: int = Field(default=5, ge=1, le=60, description="seconds per iperf3 run")
+    directions: list[Direction] = Field(
+        default_factory=_both_directions, min_length=1, max_length=2
+    )
+    congestion: str | None = Field(default=None, pattern=r"^[a-z0-9_]{1,16}$")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ProbeCreate:
+        for name in ("streams", "pacing", "directions"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} lists a value twice")
+        return self
+
+
+class ProbeRunPublic(BaseModel):
+    """One iperf3 run of a probe (bits/s; retransmits over the whole run)."""
+
+    direction: Direction
+    streams: int
+    pacing_bps: int | None = Field(description="the sending NIC's pacing rate; null: unpaced")
+    nic_paced: bool | None = Field(default=None, description="whether the agent paced the NIC")
+    bits_per_second: float
+    retransmits: int | None
+    stream_bits_per_second: list[float] = Field(description="per stream, mean over the run")
+    cpu_percent: float | None = Field(default=None, description="the sender's CPU, all cores")
+
+
+class LinkProbePublic(BaseModel):
+    state: Literal["running", "completed", "failed"]
+    started_at: datetime | None
+    finished_at: datetime | None = None
+    error: str | None = None
+
+
+class LinkRecommendationPublic(BaseModel):
+    """What transfers over the link use unless their request says otherwise."""
+
+    streams: int = Field(description="streams per server pair")
+    nic_pacing_bps: dict[Literal["a", "b"], int | None] = Field(
+        description=(
+            "the pacing of the sending NIC (a: nic_a when agent_a sends, b: nic_b when "
+            "agent_b sends), bits/s; null: unpaced"
+        )
+    )
+    measured_at: datetime
+    measurements: list[ProbeRunPublic] = Field(default_factory=list)
+
+
 class LinkPublic(LinkBase):
     id: str
     created_at: datetime
+    probe: LinkProbePublic | None = Field(default=None, description="the last probe")
+    recommendation: LinkRecommendationPublic | None = Field(
+        default=None, description="from the last completed probe"
+    )
 
 
 # ---------------------------------------------------------------- transfers
@@ -392,8 +469,19 @@ class LegPublic(BaseModel):
     )
 
 
+class RecommendationApplied(BaseModel):
+    """What a transfer took from its links' probes (the request left it open)."""
+
+    streams_per_pair: int | None = Field(default=None, description="null: not from a probe")
+    nic_pacing_bps: dict[str, dict[str, int | None]] = Field(
+        default_factory=dict, description="link id -> side (a, b) -> bits/s, null: unpaced"
+    )
+    links: list[str] = Field(default_factory=list, description="the links whose probes were used")
+
+
 class TransferPublic(TransferBase):
     id: str
+    recommendation_applied: RecommendationApplied | None = None
     state: TransferState
     total_bytes: int
     done_bytes: int = 0

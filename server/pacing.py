@@ -19,6 +19,9 @@ gives ``stream_pacing_rates`` (SO_MAX_PACING_RATE on every stream), ``off`` noth
 A NIC's qdisc counts whole Ethernet frames while TCP's own pacing counts the payload
 it sends (measured: tests/netlab/test_pacing_agent.py), so a stream's rate is its
 part of the NIC rate times ``1448 / 1514`` (payload per frame at MTU 1500).
+A transfer that took its links' NIC pacing from their probes (``probe.py``,
+``recommendation_applied``) paces each source NIC at the probed rate instead (split
+among the copies sharing the link), or not at all where the probe found unpaced best.
 A copy striped over several destinations has no links of its own (each destination
 is reached at its URL): it is not paced. Rates are bytes per second, as the agent's
 caps take them. The equalizer's cwnd caps are pushed later on top of these
@@ -33,6 +36,7 @@ from typing import Any
 
 from reservoir.pacing import NicSpec, PacingPlan, StreamSpec
 from reservoir.server.models import PacingPolicy
+from reservoir.server.probe import recommended_nic_rates
 from reservoir.server.tables import Agent, Link
 
 __all__ = ["PAYLOAD_PER_FRAME", "copy_caps", "link_sharing"]
@@ -87,12 +91,18 @@ def copy_caps(
     *,
     streams: int,
     sharing: Mapping[str, int],
+    recommended: Mapping[str, Mapping[str, int | None]] | None = None,
 ) -> dict[str, Any] | None:
-    """The ``caps`` of a copy's request under ``policy``; None when nothing is paced."""
+    """The ``caps`` of a copy's request under ``policy``; None when nothing is paced.
+    ``recommended``: link id -> side -> bits/s, the probed NIC rates the transfer took."""
     if policy == PacingPolicy.OFF.value or not links:
         return None
     plan = plan_for(links, agent, streams, margin, sharing)
     if policy == PacingPolicy.PER_SOCKET.value:
         rates = {s: int(bps * PAYLOAD_PER_FRAME) // 8 for s, bps in plan.stream_rates().items()}
         return {"stream_pacing_rates": rates}
-    return {"nic_pacing_rates": {n: bps // 8 for n, bps in plan.nic_rates().items()}}
+    nic_rates: dict[str, int | None] = dict(plan.nic_rates())
+    if recommended:
+        nic_rates |= recommended_nic_rates(links, agent.id, sharing, recommended)
+    paced = {n: bps // 8 for n, bps in nic_rates.items() if bps is not None}
+    return {"nic_pacing_rates": paced} if paced else None

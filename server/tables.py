@@ -186,6 +186,16 @@ class Link(Base):
     source: Mapped[str] = mapped_column(String(16))
     bottleneck: Mapped[str | None] = mapped_column(String(NAME), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the last probe (``probe.py``): running/completed/failed, its iperf3 runs, and the
+    # recommendation of the last completed one (kept when a later probe fails)
+    probe_state: Mapped[str | None] = mapped_column(String(16), default=None)
+    probe_error: Mapped[str | None] = mapped_column(String(4096), default=None)
+    probe_started_at: Mapped[datetime | None] = mapped_column(default=None)
+    probe_finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    probe_measurements: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    recommended_streams: Mapped[int | None] = mapped_column(default=None)
+    recommended_pacing: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    recommended_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Transfer(Base):
@@ -205,6 +215,8 @@ class Transfer(Base):
     last_error: Mapped[str | None] = mapped_column(String(4096))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # what the transfer took from its links' probes (``probe.apply_recommendation``)
+    recommendation_applied: Mapped[dict[str, Any] | None] = mapped_column(default=None)
 
     paths: Mapped[list[TransferPath]] = relationship(
         cascade="all, delete-orphan", order_by="TransferPath.position"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reservoir.agent.control.copies import CopyFn, CopyManager
 from reservoir.agent.control.core.config import AgentSettings
+from reservoir.agent.control.iperf import IperfManager
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.target import config as target_config
 from reservoir.agent.target.server import TargetServer
@@ -36,6 +37,7 @@ class Agent:
         self.manager = CopyManager(
             Path(settings.state_dir), copy_fn=copy_fn, max_running=settings.max_running
         )
+        self.iperf = IperfManager(lambda: self.manager.pacer)
 
     async def start(self) -> None:
         self._open_caps()
@@ -52,6 +54,7 @@ class Agent:
             self.target = server
 
     async def stop(self) -> None:
+        await self.iperf.close()
         await self.manager.close()
         if self.target is not None:
             await self.target.stop()

@@ -9,7 +9,7 @@ from fastapi import APIRouter, FastAPI
 
 from reservoir import __version__
 from reservoir.agent.control.agent import Agent
-from reservoir.agent.control.api.routes import copies, health, info
+from reservoir.agent.control.api.routes import copies, health, info, iperf
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -37,7 +37,7 @@ def create_app(agent: Agent) -> FastAPI:
     )
     app.state.agent = agent
     api = APIRouter(prefix=API_PREFIX)
-    for module in (health, info, copies):
+    for module in (health, info, copies, iperf):
         api.include_router(module.router)
     app.include_router(api)
     return app

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from ipaddress import ip_address
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -18,6 +19,11 @@ __all__ = [
     "CopyState",
     "Health",
     "InfoPublic",
+    "IperfResult",
+    "IperfRunCreate",
+    "IperfRunPublic",
+    "IperfServerCreate",
+    "IperfServerPublic",
     "ProgressPublic",
     "RangeModel",
     "VolumePublic",
@@ -239,3 +245,104 @@ class InfoPublic(BaseModel):
     target_portals: list[str]
     volumes: list[VolumePublic]
     caps_requested: dict[str, CapsPublic]
+
+
+# ---------------------------------------------------------------- iperf3 (iperf.py)
+
+
+def _ip(value: str | None) -> str | None:
+    if value is not None:
+        ip_address(value)  # ValueError: "... does not appear to be an IPv4 or IPv6 address"
+    return value
+
+
+IpAddress = Annotated[str, Field(min_length=2, max_length=45)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+MAX_RATE_BPS = 1 << 50  # 1.1 Pbit/s
+
+
+class IperfServerCreate(Strict):
+    address: IpAddress = Field(description="one of the agent's addresses, bound with -B")
+    port: Port | None = Field(default=None, description="default: a free port")
+    timeout: float = Field(
+        default=120, gt=0, le=900, description="seconds; the server is killed after this"
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        _ip(value)
+        return value
+
+
+class IperfServerPublic(BaseModel):
+    id: str
+    address: str
+    port: int
+    state: Literal["listening", "finished", "timed-out", "failed", "stopped"]
+    created: float
+    finished: float | None = None
+    error: str | None = None
+
+
+class IperfRunCreate(Strict):
+    host: IpAddress = Field(description="the iperf3 server's address")
+    port: Port
+    streams: int = Field(default=1, ge=1, le=128, description="-P")
+    duration: int = Field(default=10, ge=1, le=600, description="-t, seconds")
+    bind: IpAddress | None = Field(default=None, description="-B, one of the agent's addresses")
+    congestion: str | None = Field(
+        default=None, pattern=r"^[a-z0-9_]{1,16}$", description="-C, e.g. bbr, cubic"
+    )
+    fq_rate_bps: int | None = Field(
+        default=None, ge=1, le=MAX_RATE_BPS, description="--fq-rate: per-stream pacing, bits/s"
+    )
+    nic: str | None = Field(
+        default=None, min_length=1, max_length=15, description="the NIC paced during the run"
+    )
+    nic_pacing_bps: int | None = Field(
+        default=None, ge=8, le=MAX_RATE_BPS, description="its rate (the agent's NIC pacer), bits/s"
+    )
+
+    @field_validator("host", "bind")
+    @classmethod
+    def _addresses(cls, value: str | None) -> str | None:
+        return _ip(value)
+
+    @model_validator(mode="after")
+    def _nic_with_rate(self) -> IperfRunCreate:
+        if (self.nic is None) != (self.nic_pacing_bps is None):
+            raise ValueError("nic and nic_pacing_bps go together")
+        if self.nic is not None and ("/" in self.nic or self.nic in (".", "..")):
+            raise ValueError(f"{self.nic!r} is not an interface name")
+        return self
+
+
+class IperfResult(BaseModel):
+    """What iperf3 -J said, in its names and units (bits/s, seconds, percent)."""
+
+    bits_per_second: float = Field(description="aggregate goodput, at the receiver")
+    sent_bits_per_second: float
+    bytes_received: int
+    seconds: float
+    streams: int
+    retransmits: int | None = Field(description="all streams, whole run (sender side)")
+    stream_bits_per_second: list[list[float]] = Field(
+        description="per stream (in order), its bits/s in each interval"
+    )
+    stream_retransmits: list[int | None]
+    cpu_utilization_percent: dict[str, float]
+    congestion: str | None = Field(default=None, description="the sender's algorithm")
+
+
+class IperfRunPublic(IperfRunCreate):
+    id: str
+    state: Literal["running", "completed", "failed"]
+    created: float
+    finished: float | None = None
+    nic_pacing: str | None = Field(
+        default=None, description="how the NIC was paced during the run, or why not"
+    )
+    nic_paced: bool | None = Field(default=None, description="whether NIC pacing was in force")
+    result: IperfResult | None = None
+    error: str | None = None

@@ -8,10 +8,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from reservoir.server.errors import ConflictError, InvalidRequestError, NotFoundError
-from reservoir.server.models import LinkCreate, LinkPublic
+from reservoir.server.models import (
+    LinkCreate,
+    LinkProbePublic,
+    LinkPublic,
+    LinkRecommendationPublic,
+    ProbeCreate,
+)
+from reservoir.server.probe import LinkProber
 from reservoir.server.tables import Agent, Link, TransferPath, utcnow
 
-__all__ = ["create", "delete", "get", "list_all", "public"]
+__all__ = ["create", "delete", "get", "list_all", "probe", "public"]
 
 
 def public(link: Link) -> LinkPublic:
@@ -27,7 +34,40 @@ def public(link: Link) -> LinkPublic:
         source=link.source,  # type: ignore[arg-type]  # validated to a LinkSource
         bottleneck=link.bottleneck,
         created_at=link.created_at,
+        probe=_probe_public(link),
+        recommendation=_recommendation_public(link),
     )
+
+
+def _probe_public(link: Link) -> LinkProbePublic | None:
+    if link.probe_state is None:
+        return None
+    return LinkProbePublic(
+        state=link.probe_state,  # type: ignore[arg-type]  # written by probe.py only
+        started_at=link.probe_started_at,
+        finished_at=link.probe_finished_at,
+        error=link.probe_error,
+    )
+
+
+def _recommendation_public(link: Link) -> LinkRecommendationPublic | None:
+    if link.recommended_streams is None or link.recommended_at is None:
+        return None
+    return LinkRecommendationPublic.model_validate(
+        {
+            "streams": link.recommended_streams,
+            "nic_pacing_bps": link.recommended_pacing or {},
+            "measured_at": link.recommended_at,
+            "measurements": (link.probe_measurements or {}).get("runs", []),
+        }
+    )
+
+
+def probe(session: Session, link_id: str, body: ProbeCreate, prober: LinkProber) -> Link:
+    """Starts probing the link (``probe.py``); 409 while a probe of it runs."""
+    link = get(session, link_id)
+    prober.start(session, link, body)
+    return link
 
 
 def get(session: Session, link_id: str) -> Link:

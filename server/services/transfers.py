@@ -17,6 +17,7 @@ from reservoir.server.models import (
     TransferPublic,
     TransferState,
 )
+from reservoir.server.probe import apply_recommendation
 from reservoir.server.scheduler import Scheduler
 from reservoir.server.services import volume_sets
 from reservoir.server.states import Action, TransitionError, next_state
@@ -71,6 +72,7 @@ def public(transfer: Transfer) -> TransferPublic:
             "done_bytes": transfer.done_bytes,
             "last_error": transfer.last_error,
             "legs": legs,
+            "recommendation_applied": transfer.recommendation_applied,
             "created_at": transfer.created_at,
             "updated_at": transfer.updated_at,
         }
@@ -165,6 +167,9 @@ def create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Tran
     src = _volume_set(session, "source", body.source)
     dst = _volume_set(session, "destination", body.destination)
     links = _links(session, body.paths)
+    applied = apply_recommendation(body, links)
+    if applied is not None and applied["streams_per_pair"] is not None:
+        body = body.model_copy(update={"streams_per_pair": applied["streams_per_pair"]})
     legs = _legs(body, src, dst, links)
     now = utcnow()
     transfer = Transfer(
@@ -181,6 +186,7 @@ def create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Tran
         updated_at=now,
         paths=[TransferPath(position=i, link_id=link.id) for i, link in enumerate(links)],
         legs=legs,
+        recommendation_applied=applied,
     )
     session.add(transfer)
     session.flush()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Request, status
 
 from reservoir.server.api.deps import AUTH_RESPONSES, NOT_FOUND, SessionDep, UserAuth
-from reservoir.server.models import LinkCreate, LinkPublic
+from reservoir.server.models import LinkCreate, LinkPublic, ProbeCreate
+from reservoir.server.probe import LinkProber
 from reservoir.server.services import links
 
 __all__ = ["router"]
@@ -47,3 +48,18 @@ def get_link(link_id: LinkId, session: SessionDep) -> LinkPublic:
 )
 def delete_link(link_id: LinkId, session: SessionDep) -> None:
     links.delete(session, link_id)
+
+
+@router.post(
+    "/{link_id}/probe",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Measure the link with iperf3 through its agents; recommend streams and pacing",
+    responses=NOT_FOUND | {409: {"description": "a probe of the link is running"}},
+)
+async def probe_link(
+    link_id: LinkId, session: SessionDep, request: Request, body: ProbeCreate | None = None
+) -> LinkPublic:
+    """Answers at once with ``probe.state`` ``running``; ``GET /links/{id}`` shows the
+    probe ``completed`` with the ``recommendation``, or ``failed`` with its error."""
+    prober: LinkProber = request.app.state.prober
+    return links.public(links.probe(session, link_id, body or ProbeCreate(), prober))
