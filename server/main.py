@@ -13,6 +13,7 @@ from reservoir import __version__
 from reservoir.server import db, web
 from reservoir.server.api.routes import (
     agents,
+    campaigns,
     health,
     links,
     metrics,
@@ -20,6 +21,7 @@ from reservoir.server.api.routes import (
     transfers,
     volume_sets,
 )
+from reservoir.server.campaign_watch import CampaignWatcher
 from reservoir.server.core.config import ServerSettings
 from reservoir.server.equalizer_loop import EqualizerLoop
 from reservoir.server.errors import install_handlers
@@ -39,12 +41,13 @@ def create_app(
     scheduler: Scheduler | None = None,
     collector: TelemetryCollector | None = None,
     equalizer: EqualizerLoop | None = None,
+    campaign_watcher: CampaignWatcher | None = None,
 ) -> FastAPI:
     """The app; its lifespan upgrades the database to the latest revision first, then
     starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
     agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
-    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``); it stops
-    them at the end."""
+    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), and the
+    watcher of campaign runs (``campaign_watch.py``); it stops them at the end."""
     engine = engine or db.make_engine(settings.database_url)
 
     sessions = db.make_sessions(engine)
@@ -59,6 +62,7 @@ def create_app(
     if equalizer is None and isinstance(scheduler, AgentScheduler):
         equalizer = EqualizerLoop(sessions)
     prober = LinkProber(sessions)
+    watcher = campaign_watcher or CampaignWatcher(sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -70,10 +74,12 @@ def create_app(
             await collector.start()
         if equalizer is not None:
             await equalizer.start()
+        await watcher.start()
         try:
             yield
         finally:
             await prober.stop()
+            await watcher.stop()
             if equalizer is not None:
                 await equalizer.stop()
             if collector is not None:
@@ -95,6 +101,7 @@ def create_app(
     app.state.sessions = sessions
     app.state.scheduler = scheduler
     app.state.prober = prober
+    app.state.campaigns = watcher
     install_handlers(app)
     if settings.cors_origins:
         app.add_middleware(
@@ -104,7 +111,7 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
         )
     api = APIRouter(prefix=API_PREFIX)
-    for module in (health, agents, volume_sets, links, transfers, telemetry):
+    for module in (health, agents, volume_sets, links, transfers, telemetry, campaigns):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(metrics.router)

@@ -32,6 +32,7 @@ __all__ = [
     "AgentNic",
     "AgentVolume",
     "Base",
+    "CampaignRun",
     "Link",
     "NicPacingRate",
     "StreamSample",
@@ -311,3 +312,35 @@ class NicPacingRate(Base):
     nic: Mapped[str] = mapped_column(String(NAME))
     rate: Mapped[int] = mapped_column(BigInteger)  # bytes/s
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class CampaignRun(Base):
+    """A run of a campaign (lab/campaign): started here (``origin`` api, its runner a
+    child process writing into ``out_dir``, watched by ``campaign_watch.py``) or
+    imported from a run elsewhere (``origin`` import). ``results`` is the runner's
+    results.json (the runs so far while it runs), ``summary`` its summary rows."""
+
+    __tablename__ = "campaign_runs"
+
+    id: Mapped[str] = _id()
+    campaign: Mapped[str] = mapped_column(String(NAME))
+    quick: Mapped[bool]
+    origin: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    done: Mapped[int] = mapped_column(default=0)
+    total: Mapped[int] = mapped_column(default=0)
+    scenario: Mapped[str | None] = mapped_column(String(256))
+    repetition: Mapped[int | None]
+    elapsed_s: Mapped[float | None] = mapped_column(Float)
+    eta_s: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(String(4096))
+    pid: Mapped[int | None]
+    exit_code: Mapped[int | None]
+    out_dir: Mapped[str | None] = mapped_column(String(4096))
+    run_id: Mapped[str | None] = mapped_column(String(128))  # the results' run_id
+    results_at: Mapped[datetime | None]
+    results: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
+    summary: Mapped[dict[str, Any] | None]  # summary rows and a few facts of the results

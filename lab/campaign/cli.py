@@ -4,6 +4,7 @@ run it (``run``), and write the report of a campaign run's results (``report``).
     reservoir campaign show config/campaigns/lfn-2x500m-100ms.toml [--quick]
     reservoir campaign run lfn-2x500m-100ms [--quick] [--out DIR]
     reservoir campaign report results.json [--out DIR]
+    reservoir campaign upload DIR [--coordinator URL]   # store a run in the coordinator
 
 A campaign is a file, or the name of one in config/campaigns/.
 """
@@ -21,7 +22,7 @@ Sub = Any  # argparse's _SubParsersAction is private
 
 
 def register(sub: Sub) -> None:
-    parser = sub.add_parser("campaign", help="LFN benchmarking campaigns: check, report")
+    parser = sub.add_parser("campaign", help="LFN benchmarking campaigns: check, run, report")
     csub = parser.add_subparsers(dest="campaign_command", required=True, metavar="ACTION")
     p = csub.add_parser("show", help="check a campaign file and list its scenarios")
     p.add_argument("file", type=Path, metavar="FILE", help="config/campaigns/NAME.toml")
@@ -40,6 +41,9 @@ def register(sub: Sub) -> None:
     r.add_argument("run", type=Path, metavar="RUN", help="a campaign results JSON file")
     r.add_argument("--out", type=Path, metavar="DIR", help="default: RUN-report/ beside it")
     r.set_defaults(func=report)
+    from reservoir.server.campaign_upload import add_upload_parser
+
+    add_upload_parser(csub)
 
 
 def resolve(text: str | Path) -> Path:

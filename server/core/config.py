@@ -9,6 +9,8 @@ Environment variables are prefixed ``RESERVOIR_SERVER_`` (lists as JSON)::
     RESERVOIR_SERVER_AGENT_TOKENS='["<token or sha256:hex>"]'
     RESERVOIR_SERVER_CORS_ORIGINS='["https://dashboard.example"]'
     RESERVOIR_SERVER_SCHEDULER=agents                # or off: transfers are only recorded
+    RESERVOIR_SERVER_DATA_DIR=/var/lib/reservoir     # campaign runs go to DATA_DIR/campaigns
+    RESERVOIR_SERVER_CAMPAIGN_COMMAND='["reservoir", "campaign", "run"]'
 
 ``--config FILE`` reads the same keys from its ``[server]`` table. A file should
 hold token digests (``reservoir server --hash-token`` prints one), not tokens.
@@ -22,6 +24,7 @@ tokens are generated and printed once (:func:`with_generated_tokens`).
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +46,7 @@ __all__ = [
     "MIN_TOKEN_LENGTH",
     "ServerSettings",
     "SettingsError",
+    "default_campaign_command",
     "default_database_url",
     "load_settings",
     "parse_listen",
@@ -58,10 +62,19 @@ class SettingsError(ValueError):
     """The coordinator's configuration is unusable; the message is one clear line."""
 
 
+def _state_dir() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"))
+
+
 def default_database_url() -> str:
     """SQLite in ``$XDG_STATE_HOME/reservoir/server.db`` (``~/.local/state`` by default)."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return f"sqlite:///{Path(state) / 'reservoir' / 'server.db'}"
+    return f"sqlite:///{_state_dir() / 'reservoir' / 'server.db'}"
+
+
+def default_campaign_command() -> list[str]:
+    """``reservoir campaign run`` with this interpreter (the runner's contract:
+    ``... CAMPAIGN [--quick] --out DIR`` is appended)."""
+    return [sys.executable, "-m", "reservoir", "campaign", "run"]
 
 
 class ServerSettings(BaseSettings):
@@ -79,6 +92,16 @@ class ServerSettings(BaseSettings):
     )
     scheduler_interval: float = Field(
         default=1.0, gt=0, le=60, description="seconds between the scheduler's polls"
+    )
+    data_dir: Path | None = Field(
+        default=None,
+        description="files of the coordinator (campaign runs in campaigns/ID); default: "
+        "the SQLite database's folder, else $XDG_STATE_HOME/reservoir",
+    )
+    campaign_command: list[str] = Field(
+        default_factory=default_campaign_command,
+        min_length=1,
+        description="the campaign runner; CAMPAIGN [--quick] --out DIR are appended",
     )
 
     @field_validator("listen")
@@ -117,6 +140,16 @@ class ServerSettings(BaseSettings):
     @property
     def port(self) -> int:
         return parse_listen(self.listen)[1]
+
+    @property
+    def data_path(self) -> Path:
+        """:attr:`data_dir`, or the SQLite database's folder, or the state folder."""
+        if self.data_dir is not None:
+            return self.data_dir
+        url = self.database_url
+        if url.startswith("sqlite:///") and url.removeprefix("sqlite:///") not in ("", ":memory:"):
+            return Path(url.removeprefix("sqlite:///").split("?", 1)[0]).parent
+        return _state_dir() / "reservoir"
 
     @property
     def development(self) -> bool:

@@ -5,7 +5,7 @@
 
 import { api, onUnauthorized, token, Unauthorized } from './api.js';
 import { fill, h } from './dom.js';
-import { campaignsView } from './views/campaigns.js';
+import { campaignsView, campaignView } from './views/campaigns.js';
 import { agentsView, linksView, volumesView } from './views/inventory.js';
 import { loginView } from './views/login.js';
 import { transferView } from './views/transfer.js';
@@ -22,6 +22,7 @@ const ROUTES = [
   [/^#\/agents$/, agentsView, 'agents'],
   [/^#\/volumes$/, volumesView, 'volumes'],
   [/^#\/links$/, linksView, 'links'],
+  [/^#\/campaigns\/([^/]+)$/, campaignView, 'campaigns'],
   [/^#\/campaigns$/, campaignsView, 'campaigns'],
 ];
 const NAV = [
