@@ -86,6 +86,7 @@ class AgentProc:
     portals: tuple[str, ...] = ()  # the target's addresses (default: addr)
     cwnd_caps: str = "pacing-rate"  # the agent setting: bpf, pacing-rate, off
     host: str = ""  # the lab host it runs in (default: role)
+    target_mptcp: bool = False  # the agent setting: the target listens with MPTCP
 
     @property
     def name(self) -> str:
@@ -110,6 +111,8 @@ class AgentProc:
             f'state_dir = "{home / "state"}"',
             f'cwnd_caps = "{self.cwnd_caps}"',
         ]
+        if self.target_mptcp:
+            lines.append("target_mptcp = true")
         if self.role == "dst":
             target = home / "target.toml"
             luns = [tcfg.Lun(0, str(self.data))]

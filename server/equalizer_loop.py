@@ -1,5 +1,7 @@
 """The equalizer at work: the control law of ``equalizer.py`` run over every running
 transfer whose ``equalizer`` is on, every ``interval`` (0.5 s: the telemetry's pace).
+An MPTCP transfer is left alone: its streams span every link (no per-link groups),
+and the kernel accepts neither a cwnd clamp nor a pacing rate on an MPTCP socket.
 
 One pass: read each transfer's newest sample per stream (collected by
 ``telemetry.py``) that is newer than what the last pass saw; feed them to that
@@ -124,7 +126,11 @@ class EqualizerLoop:
 
     def _snapshot(self, session: Session) -> list[_Work]:
         running = session.scalars(
-            select(Transfer).where(Transfer.state == "running", Transfer.equalizer.is_(True))
+            select(Transfer).where(
+                Transfer.state == "running",
+                Transfer.equalizer.is_(True),
+                Transfer.multilink != "mptcp",
+            )
         ).all()
         for gone in set(self._states) - {t.id for t in running}:
             del self._states[gone]

@@ -171,11 +171,15 @@ def _request(
         "verify": transfer.verify,
         "range": {"offset": 0, "length": sum(leg.bytes for leg in legs)},
     }
+    mptcp = transfer.multilink == "mptcp"
+    if mptcp:
+        body["mptcp"] = True  # one portal; the kernel opens the subflows over the links
     if len(dests) > 1:
         body["stripe_unit"] = stripe_unit
     else:
         chosen = [links[i] for i in _chosen(legs, links)]
-        body["paths"] = link_paths(chosen, first.source_volume, first.dest_volume)
+        if not mptcp:
+            body["paths"] = link_paths(chosen, first.source_volume, first.dest_volume)
         caps = copy_caps(
             transfer.pacing_policy,
             transfer.pacing_margin,

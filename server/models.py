@@ -422,6 +422,15 @@ class TransferBase(Strict):
     pacing: PacingBase = Field(default_factory=PacingBase)
     equalizer: bool = True
     verify: bool = True
+    multilink: Literal["paths", "mptcp"] = Field(
+        default="paths",
+        description=(
+            "paths: each stream bound to one of `paths` (failed paths' work moves to the "
+            "others); mptcp: MPTCP sockets to the destination's portal, the kernel adding a "
+            "subflow per link (the hosts need `ip mptcp limits`, the destination its other "
+            "addresses signalled, and the destination agent `target_mptcp = true`)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _different_sets(self) -> TransferBase:

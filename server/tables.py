@@ -208,6 +208,7 @@ class Transfer(Base):
     streams_per_pair: Mapped[int]
     pacing_policy: Mapped[str] = mapped_column(String(16))
     pacing_margin: Mapped[float]
+    multilink: Mapped[str] = mapped_column(String(8), default="paths", server_default="paths")
     equalizer: Mapped[bool]
     verify: Mapped[bool]
     state: Mapped[str] = mapped_column(String(16), index=True)

@@ -45,7 +45,7 @@ class Agent:
         count = self.manager.load()
         log.info("agent %s: %d copies in %s", self.settings.name, count, self.settings.state_dir)
         if self.target_config is not None:
-            server = TargetServer(self.target_config)
+            server = TargetServer(self.target_config, mptcp=self.settings.target_mptcp)
             try:
                 await server.start()
             except BaseException:

@@ -362,6 +362,7 @@ class CopyManager:
             telemetry=self.telemetry_path(job.id),
             telemetry_interval=self.telemetry_interval,
             stream_caps=self._stream_caps(job),
+            mptcp=r.mptcp,
         )
 
     def _stream_caps(self, job: CopyJob) -> StreamCaps:

@@ -81,6 +81,13 @@ class CopyBase(Strict):
     paths: list[str] = Field(default_factory=list, max_length=64)
     verify: bool = True
     range: RangeModel | None = None
+    mptcp: bool = Field(
+        default=False,
+        description=(
+            "MPTCP sockets: one subflow per link the kernel knows of (both hosts need "
+            "ip mptcp limits, the target's host its other addresses signalled)"
+        ),
+    )
 
     @field_validator("extent_size")
     @classmethod

@@ -54,6 +54,7 @@ def transfer_body(site: Site, scenario: Scenario) -> Json:
         "streams_per_pair": scenario.streams,
         "pacing": {"policy": scenario.pacing, "margin": round(margin, 6)},
         "equalizer": bool(scenario.equalizer),
+        "multilink": scenario.multilink,
     }
 
 

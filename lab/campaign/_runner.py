@@ -120,11 +120,6 @@ def _run_one(
     if sc.tool == "iperf3":
         work.mkdir(parents=True, exist_ok=True)
         return run_iperf3(p, sc, repetition=rep, events=campaign.events, work=work, tick=prog.tick)
-    if sc.multilink == "mptcp":
-        raise NotImplementedError(
-            "multilink mptcp: the coordinator's transfers do not open MPTCP sockets yet"
-            " (reservoir copy --mptcp does, see make bench-lfn)"
-        )
     assert sc.size_bytes is not None
     return run_reservoir(sites.get(sc.size_bytes), sc, rep, campaign.events, prog.tick)
 

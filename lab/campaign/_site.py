@@ -127,7 +127,22 @@ def place(topo: Topology, spec: labspec.Spec | None) -> Iterator[Place]:
     assert topo.source is not None and topo.destination is not None
     paths = path_ends(spec, topo)
     with Lab(spec) as lab:
-        yield Place(lab, topo.source, topo.destination, paths)
+        p = Place(lab, topo.source, topo.destination, paths)
+        if len(paths) > 1:
+            _mptcp_endpoints(p)
+        yield p
+
+
+def _mptcp_endpoints(p: Place) -> None:
+    """MPTCP over every path: subflow limits in both hosts, and the destination
+    signalling its addresses on the paths after the first (the initiator connects to
+    the first). Plain TCP is not affected."""
+    n = str(len(p.paths))
+    for host in (p.source, p.destination):
+        p.lab.exec(host, ["ip", "mptcp", "limits", "set", "subflow", n, "add_addr_accepted", n])
+    for pe in p.paths[1:]:
+        argv = ["ip", "mptcp", "endpoint", "add", pe.dst_addr, "dev", pe.name, "signal"]
+        p.lab.exec(p.destination, argv)
 
 
 def _ok(r: httpx.Response) -> Any:
@@ -188,7 +203,7 @@ def _agents(p: Place, work: Path, source: Path, lun: Path) -> tuple[AgentProc, A
     src = AgentProc(p.lab, "src", "agent", src_addr, SRC_PORT, work, token, source, host=p.source)
     dst = AgentProc(
         p.lab, "dst", "agent", dst_addr, DST_PORT, work, token, lun, IQN, portals=portals,
-        host=p.destination,
+        host=p.destination, target_mptcp=len(p.paths) > 1,
     )  # fmt: skip
     return src, dst
 

@@ -125,6 +125,11 @@ def test_the_transfer_asks_for_the_scenarios_streams_pacing_and_equalizer() -> N
     assert body["streams_per_pair"] == 4
     assert body["equalizer"] is True
     assert body["pacing"] == {"policy": "off", "margin": 0.05}
+    assert body["multilink"] == "paths"
+    assert (
+        transfer_body(site(place(500e6)), scenario("reservoir", multilink="mptcp"))["multilink"]
+        == "mptcp"
+    )
     assert body["paths"] == ["x"] and body["verify"] is True
 
 

@@ -36,12 +36,15 @@ def unequal(time: float) -> list[Json]:
     ]
 
 
-def running_transfer(sessions: sessionmaker[Session], equalizer: bool) -> str:
+def running_transfer(
+    sessions: sessionmaker[Session], equalizer: bool, multilink: str = "paths"
+) -> str:
     with sessions() as session:
         tid = make_transfer(session)
         transfer = session.get(Transfer, tid)
         assert transfer is not None
         transfer.equalizer = equalizer
+        transfer.multilink = multilink
         session.commit()
     return tid
 
@@ -87,6 +90,13 @@ def test_unequal_streams_get_a_cap_pushed_and_recorded(sessions: sessionmaker[Se
 
 def test_transfers_without_the_equalizer_are_left_alone(sessions: sessionmaker[Session]) -> None:
     tid = running_transfer(sessions, equalizer=False)
+    agents, made = run_passes(sessions, tid, 3)
+    assert made == 0 and agents.pushed == [] and events_of(sessions, tid) == []
+
+
+def test_mptcp_transfers_are_left_alone(sessions: sessionmaker[Session]) -> None:
+    # their streams span every link, and MPTCP sockets take neither clamp nor pacing rate
+    tid = running_transfer(sessions, equalizer=True, multilink="mptcp")
     agents, made = run_passes(sessions, tid, 3)
     assert made == 0 and agents.pushed == [] and events_of(sessions, tid) == []
 

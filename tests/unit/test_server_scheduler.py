@@ -155,7 +155,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     w.close()
 
 
-def two_by_two(w: World) -> Json:
+def two_by_two(w: World, **kw: Any) -> Json:
     """Two source files on agent A, two LUNs on agent B (portal given), a link A-B."""
     a, b = w.agent("a", files=2), w.agent("bp", luns=2)
     src = w.vset("src", [(a, "f0"), (a, "f1")])
@@ -170,7 +170,7 @@ def two_by_two(w: World) -> Json:
         "rtt_ms": 1,
     }
     lid = w.ok(w.api.post("/links", json=link))["id"]
-    return w.ok(w.transfer(src, dst, paths=[lid]))
+    return w.ok(w.transfer(src, dst, paths=[lid], **kw))
 
 
 # ---------------------------------------------------------------- legs to copy requests
@@ -189,6 +189,28 @@ def test_same_layout_gives_one_copy_per_leg_with_the_lun_url_and_paths(world: Wo
     assert first["paths"] == ["10.0.0.1=10.0.0.2:3261"]
     assert (first["streams"], first["verify"], first["extent_size"]) == (2, True, MiB)
     assert "stripe_unit" not in first
+
+
+def test_an_mptcp_transfer_asks_for_mptcp_sockets_and_binds_no_path(world: World) -> None:
+    t = two_by_two(world, multilink="mptcp")
+    assert t["multilink"] == "mptcp"
+    world.tick()
+    for c in world.agents.copies.values():
+        assert c["mptcp"] is True
+        assert "paths" not in c
+        assert c["dest"].startswith("iscsi://127.0.0.1:3261/")  # the LUN's portal
+
+
+def test_a_transfer_is_over_paths_unless_it_asks_for_mptcp(world: World) -> None:
+    t = two_by_two(world)
+    assert t["multilink"] == "paths"
+    world.tick()
+    assert all("mptcp" not in c for c in world.agents.copies.values())
+    bad = world.api.post(
+        "/transfers", json={"source": "a", "destination": "b", "multilink": "bond"}
+    )
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "multilink"]
 
 
 def test_more_destination_members_stripe_each_source_member_in_deal_order(world: World) -> None:

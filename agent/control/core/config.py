@@ -8,6 +8,7 @@
     tokens = ["a-long-random-token-of-32-chars.."]  # required; never logged
     state_dir = "/var/lib/reservoir/agent"
     target_config = "target.toml"                   # optional builtin iSCSI target
+    target_mptcp = false                            # the target listens with MPTCP sockets
     max_running = 4
     tls_cert = "agent.crt"                          # optional: HTTPS (both or neither)
     tls_key = "agent.key"
@@ -69,6 +70,9 @@ class AgentSettings(BaseModel):
     # Whether the NIC pacing rates a copy's caps name are applied (a root qdisc on
     # each NIC while the copy runs; needs CAP_NET_ADMIN).
     nic_pacing: bool = True
+    # The builtin target listens with MPTCP sockets (plain TCP initiators still connect;
+    # for subflows over other links, signal them: ip mptcp endpoint add ADDR dev DEV signal).
+    target_mptcp: bool = False
     tls_cert: Path | None = None  # PEM; with tls_key, the API is served over HTTPS
     tls_key: Path | None = None
 
