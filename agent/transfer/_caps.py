@@ -88,8 +88,9 @@ class StreamCaps:
         try:
             self._apply(stream, sock)
         except (OSError, RuntimeError) as exc:  # RuntimeError: the capper's CapError
+            if self.errors.get(stream) != str(exc):  # once, not on every tick
+                log.warning("stream %d: caps not applied: %s", stream, exc)
             self.errors[stream] = str(exc)
-            log.warning("stream %d: caps not applied: %s", stream, exc)
         else:
             self.errors.pop(stream, None)
 

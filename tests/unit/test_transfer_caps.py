@@ -112,3 +112,23 @@ def test_cwnd_caps_need_a_mechanism() -> None:
     with pytest.raises(ValueError, match="no cwnd cap mechanism"):
         caps.want({0: 10}, {})
     caps.want({}, {0: 1000})  # pacing rates alone need no cap mechanism
+
+
+class Refusing(Recording):
+    """A capper the kernel refuses, as for an MPTCP socket."""
+
+    def set(self, sock: socket.socket, segments: int) -> None:
+        raise OSError(95, "Operation not supported")
+
+
+def test_a_refused_cap_is_reported_and_logged_once(
+    sockets: list[socket.socket], caplog: pytest.LogCaptureFixture
+) -> None:
+    caps = StreamCaps(Refusing())
+    caps.attach(0, lambda: sockets[0])
+    caps.want({0: 40}, {})
+    for _ in range(5):
+        caps.tick()
+    assert caps.errors == {0: "[Errno 95] Operation not supported"}
+    warnings = [r for r in caplog.records if "caps not applied" in r.getMessage()]
+    assert len(warnings) == 1
