@@ -171,6 +171,8 @@ def _request(
         "verify": transfer.verify,
         "range": {"offset": 0, "length": sum(leg.bytes for leg in legs)},
     }
+    if transfer.congestion is not None:
+        body["congestion"] = transfer.congestion
     mptcp = transfer.multilink == "mptcp"
     if mptcp:
         body["mptcp"] = True  # one portal; the kernel opens the subflows over the links

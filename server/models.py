@@ -422,6 +422,14 @@ class TransferBase(Strict):
     pacing: PacingBase = Field(default_factory=PacingBase)
     equalizer: bool = True
     verify: bool = True
+    congestion: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_]{1,15}$",
+        description=(
+            "TCP congestion control of the streams (bbr, cubic, ...: one the source agents "
+            "have, see GET /agents/{id}/info); default: the source hosts' own"
+        ),
+    )
     multilink: Literal["paths", "mptcp"] = Field(
         default="paths",
         description=(

@@ -209,6 +209,7 @@ class Transfer(Base):
     pacing_policy: Mapped[str] = mapped_column(String(16))
     pacing_margin: Mapped[float]
     multilink: Mapped[str] = mapped_column(String(8), default="paths", server_default="paths")
+    congestion: Mapped[str | None] = mapped_column(String(16))
     equalizer: Mapped[bool]
     verify: Mapped[bool]
     state: Mapped[str] = mapped_column(String(16), index=True)

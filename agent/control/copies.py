@@ -363,6 +363,7 @@ class CopyManager:
             telemetry_interval=self.telemetry_interval,
             stream_caps=self._stream_caps(job),
             mptcp=r.mptcp,
+            congestion=r.congestion,
         )
 
     def _stream_caps(self, job: CopyJob) -> StreamCaps:

@@ -81,6 +81,11 @@ class CopyBase(Strict):
     paths: list[str] = Field(default_factory=list, max_length=64)
     verify: bool = True
     range: RangeModel | None = None
+    congestion: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_]{1,15}$",
+        description="TCP congestion control of the streams (e.g. bbr, cubic); default: the host's",
+    )
     mptcp: bool = Field(
         default=False,
         description=(

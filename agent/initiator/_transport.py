@@ -209,6 +209,29 @@ async def _connect(
         raise OSError(err, f"connect to {address[0]}:{address[1]}: {os.strerror(err)}")
 
 
+def with_congestion(connect: Connector, algorithm: str) -> Connector:
+    """``connect``, then the connection switched to congestion control ``algorithm``
+    (``TCP_CONGESTION``; Linux takes it on an established connection). OSError when the
+    kernel refuses: an unknown algorithm (ENOENT), or one a process without
+    CAP_NET_ADMIN may not pick (EPERM)."""
+    name = algorithm.encode()
+
+    async def connect_with(
+        host: str, port: int, local_address: str | None, sink: PduSink
+    ) -> PduTransport:
+        transport = await connect(host, port, local_address, sink)
+        sock = transport.socket() if isinstance(transport, TcpTransport) else None
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name)
+            except OSError as exc:
+                transport.close()
+                raise OSError(exc.errno, f"congestion control {algorithm}: {exc.strerror}") from exc
+        return transport
+
+    return connect_with
+
+
 class Relay:
     """A sink that forwards to another, switched after login (mailbox, then session)."""
 

@@ -11,7 +11,12 @@ from pathlib import Path
 
 from reservoir.agent.aio import finish
 from reservoir.agent.initiator import InitiatorError, RecoveryPolicy, Session
-from reservoir.agent.initiator._transport import mptcp_connect
+from reservoir.agent.initiator._transport import (
+    Connector,
+    mptcp_connect,
+    tcp_connect,
+    with_congestion,
+)
 from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL
@@ -88,10 +93,18 @@ class CopyOptions:
     telemetry_interval: float = DEFAULT_INTERVAL
     binds: list[str] = field(default_factory=list)  # LOCAL[/PREFIX], paired by SendTargets
     mptcp: bool = False  # MPTCP sockets (see cli.py for the ip mptcp setup)
+    congestion: str | None = None  # TCP congestion control of the streams (None: default)
     health: HealthConfig = DEFAULT_HEALTH  # path health (two paths or more)
     outage_wait: float = 30.0  # every path failed: how long to wait for one to recover
     stripe_unit: int = DEFAULT_EXTENT_SIZE  # several destinations: the level-1 stripe unit
     stream_caps: StreamCaps | None = None  # cwnd caps and pacing rates set from outside
+
+
+def _connector(options: CopyOptions) -> Connector | None:
+    """TCP (None: the initiator's default), MPTCP, either with its congestion control."""
+    if options.congestion is None:
+        return mptcp_connect if options.mptcp else None
+    return with_congestion(mptcp_connect if options.mptcp else tcp_connect, options.congestion)
 
 
 async def copy(
@@ -120,7 +133,7 @@ async def copy(
         options.chap,
         options.recovery,
         options.on_session,
-        connector=mptcp_connect if options.mptcp else None,
+        connector=_connector(options),
         mutual_chap=options.mutual_chap,
     )
     try:

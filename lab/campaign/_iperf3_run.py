@@ -32,7 +32,7 @@ from reservoir.lab.campaign._telemetry import (
     iperf3_streams,
     scenario_record,
 )
-from reservoir.lab.campaign._timeline import PAYLOAD, Timeline, nic_rates, sampler, set_cc
+from reservoir.lab.campaign._timeline import PAYLOAD, Timeline, nic_rates, sampler
 from reservoir.lab.peers import stop_process
 
 __all__ = ["run_iperf3"]
@@ -152,7 +152,6 @@ def run_iperf3(
 ) -> Run:
     """One repetition of an iperf3 scenario; raises on failure (the runner records it).
     Each client's JSON goes to a file in ``work`` (a pipe could fill up and stall it)."""
-    set_cc(place, scenario.cc)
     rates = nic_rates(place, scenario)
     ls = legs(place, scenario.streams)
     timeline = Timeline(place, events)

@@ -28,7 +28,7 @@ from reservoir.lab.campaign._telemetry import (
     scenario_record,
     stream_records,
 )
-from reservoir.lab.campaign._timeline import MARGIN, Timeline, sampler, set_cc
+from reservoir.lab.campaign._timeline import MARGIN, Timeline, sampler
 
 __all__ = ["run_reservoir", "transfer_body"]
 
@@ -55,6 +55,7 @@ def transfer_body(site: Site, scenario: Scenario) -> Json:
         "pacing": {"policy": scenario.pacing, "margin": round(margin, 6)},
         "equalizer": bool(scenario.equalizer),
         "multilink": scenario.multilink,
+        "congestion": scenario.cc,
     }
 
 
@@ -140,7 +141,6 @@ def run_reservoir(
 ) -> Run:
     """One repetition of a reservoir scenario; raises on failure (the runner records it)."""
     site.fresh_lun()
-    set_cc(site.place, scenario.cc)
     timeline = Timeline(site.place, events)
     link_sampler = sampler(site.place)
     body = transfer_body(site, scenario)

@@ -9,6 +9,7 @@ stopped and removed in every case.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -27,6 +28,7 @@ from reservoir.lab.campaign._spec import CampaignError, load
 __all__ = ["default_out", "run_main"]
 
 PROG = "reservoir campaign run"
+MAX_REPETITIONS = 100
 
 
 def default_out(name: str) -> Path:
@@ -44,12 +46,24 @@ def _on_term(main_pid: int, signum: int, frame: FrameType | None) -> None:
     raise Cancelled(f"signal {signum}")
 
 
-def run_main(file: Path, *, quick: bool = False, out: Path | None = None) -> int:
+def run_main(
+    file: Path, *, quick: bool = False, out: Path | None = None, repetitions: int | None = None
+) -> int:
     try:
         campaign = load(file)
     except CampaignError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    if repetitions is not None:
+        if not 1 <= repetitions <= MAX_REPETITIONS:
+            print(
+                f"{PROG}: --repetitions: 1 to {MAX_REPETITIONS}, got {repetitions}", file=sys.stderr
+            )
+            return 2
+        if quick:
+            campaign = dataclasses.replace(campaign, quick_repetitions=repetitions)
+        else:
+            campaign = dataclasses.replace(campaign, repetitions=repetitions)
     why = netns.can_create()
     if why is not None:
         print(f"{PROG}: cannot build the lab here: {why}", file=sys.stderr)

@@ -1,19 +1,20 @@
 """What happens around every run: the campaign's link events fired at their times, the
-per-link wire counters sampled, the congestion control set, the pacing rates."""
+per-link wire counters sampled, the pacing rates. (The congestion control is set per
+socket: iperf3's ``-C``, the transfer's ``congestion``; a child namespace may only
+make a default of what the host allows, which excludes cubic here.)"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from reservoir.lab import netns
 from reservoir.lab._lfn_sampling import LinkSampler, link_devices
 from reservoir.lab.campaign._results import Event, EventKind
 from reservoir.lab.campaign._scenario import Event as Planned
 from reservoir.lab.campaign._scenario import Scenario
 from reservoir.lab.campaign._site import Place
 
-__all__ = ["PAYLOAD", "Timeline", "nic_rates", "sampler", "set_cc"]
+__all__ = ["PAYLOAD", "Timeline", "nic_rates", "sampler"]
 
 PAYLOAD = 1448 / 1514  # TCP payload per frame at MTU 1500: per-socket rates count payload
 MARGIN = 0.05  # the pacing plan's default margin (server/models.py PacingBase)
@@ -65,12 +66,6 @@ def sampler(place: Place) -> LinkSampler | None:
         return None
     addrs = {p.name: p.src_addr for p in place.paths}
     return LinkSampler(place.src_ns, link_devices(place.src_ns, addrs))
-
-
-def set_cc(place: Place, cc: str) -> None:
-    """The default congestion control of both hosts' namespaces."""
-    for ns in {place.src_ns, place.dst_ns}:
-        netns.sysctl(ns, "net.ipv4.tcp_congestion_control", cc)
 
 
 def nic_rates(place: Place, scenario: Scenario) -> dict[str, float]:

@@ -36,6 +36,12 @@ def register(sub: Sub) -> None:
     g.add_argument(
         "--out", type=Path, metavar="DIR", help="default: campaign-runs/NAME-YYYYmmdd-HHMMSS"
     )
+    g.add_argument(
+        "--repetitions",
+        type=int,
+        metavar="N",
+        help="run every scenario N times (1-100), not as the file says",
+    )
     g.set_defaults(func=run)
     r = csub.add_parser("report", help="write the HTML report of a campaign run's results")
     r.add_argument("run", type=Path, metavar="RUN", help="a campaign results JSON file")
@@ -86,4 +92,6 @@ def report(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from reservoir.lab.campaign._run_cli import run_main
 
-    return run_main(resolve(args.file), quick=args.quick, out=args.out)
+    return run_main(
+        resolve(args.file), quick=args.quick, out=args.out, repetitions=args.repetitions
+    )

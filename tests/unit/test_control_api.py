@@ -203,3 +203,33 @@ def test_create_with_a_given_id_is_idempotent(tmp_path: Path) -> None:
             await c.post("/copies/t-leg0/cancel")
 
     asyncio.run(main())
+
+
+def test_a_congestion_control_the_host_lacks_is_422_and_one_it_has_reaches_the_copy(
+    tmp_path: Path,
+) -> None:
+    seen: list[str | None] = []
+
+    async def recording_copy(
+        source: str,
+        dest: str | Sequence[str],
+        options: CopyOptions,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> CopySummary:
+        seen.append(options.congestion)
+        return await instant_copy(source, dest, options, progress=progress)
+
+    async def main() -> None:
+        async with api(tmp_path, recording_copy) as c:
+            body = {"source": "/a", "dest": "/b", "congestion": "no_such_cc"}
+            r = await c.post("/copies", json=body)
+            assert r.status_code == 422
+            assert "no_such_cc" in r.json()["detail"] and "not available" in r.json()["detail"]
+            assert (await c.get("/copies")).json() == []
+            r = await c.post("/copies", json={**body, "congestion": "reno"})
+            assert r.status_code == 201
+            await wait_state(c, r.json()["id"], "completed")
+
+    asyncio.run(main())
+    assert seen == ["reno"]  # reno is always built in

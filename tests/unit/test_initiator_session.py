@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from reservoir.agent.initiator import (
     Session,
 )
 from reservoir.agent.initiator._login import LoginOptions, resolve
+from reservoir.agent.initiator._transport import TcpTransport, tcp_connect, with_congestion
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.serial import sn_le
 from reservoir.agent.iscsi.text import encode_text, parse_text
@@ -460,3 +462,31 @@ def test_unsolicited_nop_in_does_not_advance_expstatsn() -> None:
             assert session.exp_statsn == before
 
     asyncio.run(main())
+
+
+def test_a_connection_can_be_switched_to_another_congestion_control() -> None:
+    class Sink:
+        def pdu_received(self, pdu: object) -> None: ...
+
+        def transport_lost(self, exc: Exception | None) -> None: ...
+
+    async def main() -> tuple[bytes, str]:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        transport = await with_congestion(tcp_connect, "reno")("127.0.0.1", port, None, Sink())
+        assert isinstance(transport, TcpTransport)
+        sock = transport.socket()
+        assert sock is not None
+        name = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0")
+        transport.close()
+        try:
+            await with_congestion(tcp_connect, "no_such_cc")("127.0.0.1", port, None, Sink())
+        except OSError as exc:
+            error = str(exc)
+        server.close()
+        await server.wait_closed()
+        return name, error
+
+    name, error = asyncio.run(main())
+    assert name == b"reno"
+    assert "congestion control no_such_cc" in error

@@ -203,14 +203,25 @@ def test_an_mptcp_transfer_asks_for_mptcp_sockets_and_binds_no_path(world: World
 
 def test_a_transfer_is_over_paths_unless_it_asks_for_mptcp(world: World) -> None:
     t = two_by_two(world)
-    assert t["multilink"] == "paths"
+    assert (t["multilink"], t["congestion"]) == ("paths", None)
     world.tick()
-    assert all("mptcp" not in c for c in world.agents.copies.values())
+    assert all("mptcp" not in c and "congestion" not in c for c in world.agents.copies.values())
     bad = world.api.post(
         "/transfers", json={"source": "a", "destination": "b", "multilink": "bond"}
     )
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"] == ["body", "multilink"]
+
+
+def test_the_transfers_congestion_control_goes_to_every_copy(world: World) -> None:
+    t = two_by_two(world, congestion="cubic")
+    assert t["congestion"] == "cubic"
+    world.tick()
+    assert {c["congestion"] for c in world.agents.copies.values()} == {"cubic"}
+    bad = world.api.post(
+        "/transfers", json={"source": "a", "destination": "b", "congestion": "x y"}
+    )
+    assert bad.status_code == 422
 
 
 def test_more_destination_members_stripe_each_source_member_in_deal_order(world: World) -> None:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from reservoir.agent.control.api.deps import Authorized, ManagerDep
 from reservoir.agent.control.copies import CopyJob, TransitionError, UnknownCopyError
+from reservoir.agent.control.info import congestion_control
 from reservoir.agent.control.models import (
     CapsBase,
     CapsCreate,
@@ -89,6 +90,14 @@ def _conflict(exc: TransitionError) -> HTTPException:
     },
 )
 async def create_copy(body: CopyCreate, manager: ManagerDep, response: Response) -> CopyPublic:
+    if body.congestion is not None:
+        _, available = congestion_control()
+        if body.congestion not in available:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"congestion control {body.congestion!r} is not available on this host"
+                f" ({' '.join(available) or 'none listed'})",
+            )
     with _transition():
         job = manager.existing(body)
         if job is not None:
