@@ -25,18 +25,22 @@ LOCAL = "127.0.0.1"
 
 
 async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while data := await reader.read(65536):
-        writer.write(data)
-        await writer.drain()
-    writer.close()
+    try:  # closed also when asyncio.run cancels the handler at the end of a test
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()
 
 
 async def count_then_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Reads to end-of-file, then answers with the byte count and closes."""
-    data = await reader.read()
-    writer.write(f"got {len(data)}".encode())
-    await writer.drain()
-    writer.close()
+    try:
+        data = await reader.read()
+        writer.write(f"got {len(data)}".encode())
+        await writer.drain()
+    finally:
+        writer.close()
 
 
 @asynccontextmanager
