@@ -63,10 +63,12 @@ def _abort_task(session: Session, req: P.TaskMgmtRequest) -> int:
     if task is not None:
         task.abort()
         return TmfResponse.COMPLETE
-    # RFC 7143 §11.5.1: a task not found whose RefCmdSN is inside the window and
-    # before this request was "received": answer Function complete.
-    seen = session.in_window(req.ref_cmdsn) or sn_lt(req.ref_cmdsn, session.exp_cmdsn)
-    if seen and (sn_lt(req.ref_cmdsn, req.cmdsn) or req.immediate):
+    # RFC 7143 §11.5.1 b): a task not found whose RefCmdSN is inside the window (not
+    # received yet) and before this request's is to be "considered received": answer
+    # Function complete. A RefCmdSN below ExpCmdSN was received and has completed (its
+    # response is sent or on its way): the task does not exist, as libiscsi's
+    # AbortTaskSimpleAsync and other targets have it.
+    if session.in_window(req.ref_cmdsn) and (sn_lt(req.ref_cmdsn, req.cmdsn) or req.immediate):
         return TmfResponse.COMPLETE
     return TmfResponse.NO_TASK
 

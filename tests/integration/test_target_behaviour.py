@@ -150,6 +150,34 @@ def test_abort_task_ends_a_write_waiting_for_data(target: ReservoirTarget) -> No
         assert isinstance(following, P.NopIn) and following.itt == ping
 
 
+def test_abort_of_a_write_that_completed_answers_task_does_not_exist(
+    target: ReservoirTarget,
+) -> None:
+    """The write was answered GOOD before the ABORT TASK arrived: the task no longer
+    exists (RFC 7143 §11.5.1 b, Function complete, is for a RefCmdSN not received yet),
+    which is what libiscsi's AbortTaskSimpleAsync accepts with a GOOD write."""
+    with RawClient(target.host, target.port) as c:
+        c.login(IQN)
+        c.clear_unit_attention()
+        written_cmdsn = c.cmdsn
+        answer = c.scsi(write16(0, 8), data=bytes(4096), immediate=4096)
+        assert answer.status == 0
+        written_itt = c.itt  # the task tag scsi() used
+        tmf = P.TaskMgmtRequest(
+            itt=c.next_itt(),
+            function=P.TmfFunction.ABORT_TASK,
+            ref_task_tag=written_itt,
+            ref_cmdsn=written_cmdsn,
+            cmdsn=c.cmdsn,
+            immediate=True,
+            lun=encode_lun(0),
+        )
+        c.send(tmf)
+        got = c.recv()
+        assert isinstance(got, P.TaskMgmtResponse)
+        assert got.response == P.TmfResponse.NO_TASK
+
+
 def test_abort_arriving_with_its_write_leaves_the_lun_usable(target: ReservoirTarget) -> None:
     """The write and its ABORT TASK in one segment: the write is cancelled before it
     ran far, and must still release what it held (a later COMPARE AND WRITE waits

@@ -471,7 +471,7 @@ def test_a_connection_can_be_switched_to_another_congestion_control() -> None:
         def transport_lost(self, exc: Exception | None) -> None: ...
 
     async def main() -> tuple[bytes, str]:
-        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         transport = await with_congestion(tcp_connect, "reno")("127.0.0.1", port, None, Sink())
         assert isinstance(transport, TcpTransport)
