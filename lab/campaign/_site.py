@@ -265,7 +265,7 @@ def _register(c: httpx.Client, s: Site) -> None:
 def site(p: Place, work: Path, size: int) -> Iterator[Site]:
     """A source file of ``size`` random bytes and an empty LUN, both agents and the
     coordinator started and registered; all stopped (by PID) after, also on failure."""
-    folder = work / f"site-{size}"
+    folder = work / f"site-{p.lab.prefix}-{size}"  # a lab of its own: a fresh coordinator
     folder.mkdir(parents=True, exist_ok=True)
     source = write_source(folder / "source.img", size, 0)
     lun = make_lun(folder / "lun.img", size)

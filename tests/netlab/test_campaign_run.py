@@ -72,6 +72,39 @@ action = "link-up"
 link = "l1"
 """
 
+TWO_LOSSES = """
+name = "{name}"
+description = "one 100 Mbit/s path, 10 ms RTT, built twice: without loss and with 1e-4"
+
+[topology]
+source = "src"
+destination = "dst"
+paths = ["l1"]
+bottleneck_mbit = 100
+
+[[topology.lab.host]]
+name = "src"
+[[topology.lab.host]]
+name = "dst"
+
+[[topology.lab.link]]
+name = "l1"
+a = "src"
+b = "dst"
+a_addr = "10.212.1.1/24"
+b_addr = "10.212.1.2/24"
+rate_mbit = 100
+delay_ms = 5
+
+[matrix]
+tool = "reservoir"
+streams = 2
+pacing = "off"
+equalizer = false
+loss = [0, 1e-4]
+size = "32MiB"
+"""
+
 LOOPBACK = """
 name = "{name}"
 description = "loopback, 2 streams"
@@ -139,6 +172,17 @@ def test_a_two_path_campaign_records_iperf3_and_a_verified_transfer_with_failove
     assert (progress["state"], progress["done"], progress["total"]) == ("completed", 2, 2)
     assert "<svg" in (out / "report.html").read_text()
     assert set(netns.names()) == before  # the lab is gone
+
+
+def test_every_loss_value_gets_its_own_lab_and_a_fresh_coordinator(tmp_path: Path) -> None:
+    need_lab()
+    out = tmp_path / "out"
+    path = write(tmp_path, TWO_LOSSES, "two-losses")
+    code, text = finish(campaign([str(path), "--out", str(out)]), 180)
+    assert code == 0, text[-3000:]
+    result = CampaignRun.load(out / "results.json")
+    assert [r.scenario.loss for r in result.runs] == [0.0, 1e-4]
+    assert all(r.ok and r.verified for r in result.runs), [r.error for r in result.runs]
 
 
 def test_a_loopback_campaign_compares_the_copy_with_iperf3(tmp_path: Path) -> None:
