@@ -250,19 +250,28 @@ export class Heatmap {
     const pixels = new Uint32Array(img.data.buffer); // one RGBA pixel per element
     const colors = new Uint32Array(this.colors.buffer);
     const scale = top > 0 ? 255 / top : 0;
+    const grey = this.grey;
+    const size = store.size;
     for (let j = 0; j < rows; j++) {
       const col = values[j];
       const row = j * n;
       let last = NaN;
       let age = Infinity;
+      let slot = from % size;
       for (let i = 0; i < n; i++) {
-        const v = col[(from + i) % store.size];
-        if (Number.isNaN(v)) age += 1;
-        else [last, age] = [v, 0];
+        const v = col[slot];
+        slot = slot + 1 === size ? 0 : slot + 1;
+        if (v === v) {
+          last = v;
+          age = 0;
+        } else age += 1;
         // a slot missed by sampling jitter takes the stream's last value (up to 2 s):
         // grey is a stream silent for longer
-        const shown = age <= CARRY_SLOTS ? last : NaN;
-        pixels[row + i] = Number.isNaN(shown) ? this.grey : colors[Math.min(255, Math.round(Math.max(0, shown) * scale))];
+        if (age > CARRY_SLOTS || last !== last) pixels[row + i] = grey;
+        else {
+          const level = (last > 0 ? last : 0) * scale + 0.5;
+          pixels[row + i] = colors[level < 255 ? level | 0 : 255];
+        }
       }
     }
     octx.putImageData(img, 0, 0);

@@ -14,9 +14,11 @@ const TOP_SAMPLE = 8192; // values the percentile is taken over, evenly spread
  */
 export function colourTop(values, from, n, size) {
   let max = 0;
-  for (const col of values) for (let i = 0; i < n; i++) {
-    const v = col[(from + i) % size];
-    if (v > max) max = v;
+  const first = from % size;
+  const wrap = Math.min(n, size - first); // the window is col[first..first+wrap) then col[0..n-wrap)
+  for (const col of values) {
+    for (let i = first; i < first + wrap; i++) if (col[i] > max) max = col[i];
+    for (let i = 0; i < n - wrap; i++) if (col[i] > max) max = col[i];
   }
   if (max <= 0) return { top: 0, max: 0 };
   const cells = n * values.length;
