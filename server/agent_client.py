@@ -1,4 +1,5 @@
-"""The coordinator's client of the agents' control API (``/api/v1/copies``).
+"""The coordinator's client of the agents' control API (``/api/v1/copies``, ``/iperf``,
+``/info``).
 
 Errors, translated once in :func:`_mapped` (callers see only these)::
 
@@ -8,7 +9,8 @@ Errors, translated once in :func:`_mapped` (callers see only these)::
      +-- AgentRefusedError       a 4xx other than 404: the agent understood and said no
                             (``status`` and the agent's ``detail``)
 
-``get_copy`` answers ``None`` for a 404 (the agent does not know the copy).
+``get_copy`` answers ``None`` for a 404 (the agent does not know the copy); for
+``iperf`` and ``info`` a 404 and a 503 are refusals too (``AgentRefusedError``).
 The agent's API token is sent as a bearer token and never logged.
 """
 
@@ -81,11 +83,21 @@ def _mapped(agent: AgentRef) -> Iterator[None]:
 
 
 def _detail(response: httpx.Response) -> str:
+    """The agent's ``detail``; a validation error's list as ``loc: msg; ...``."""
     try:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
         return response.text[:300]
-    return detail if isinstance(detail, str) else str(detail)[:1000]
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list) and all(isinstance(e, dict) and "msg" in e for e in detail):
+        return "; ".join(_located(e) for e in detail)[:1000]
+    return str(detail)[:1000]
+
+
+def _located(error: Json) -> str:
+    where = ".".join(str(part) for part in error.get("loc") or () if part != "body")
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
 class HttpAgentClient:
@@ -152,13 +164,11 @@ class HttpAgentClient:
             raise AgentRefusedError(404, f"no copy {copy_id!r}")
         return data
 
-    async def iperf(
+    async def _strict(
         self, agent: AgentRef, method: str, path: str, body: Json | None = None
     ) -> Json:
-        """``/iperf/...`` (``POST servers``, ``POST runs``, ``GET runs/{id}``, ``DELETE
-        servers/{id}``): a 503 (iperf3 missing, no NIC pacing) and a 404 are refusals
-        with the agent's reason, not a reason to retry."""
-        url = f"{agent.control_url.rstrip('/')}/api/v1/iperf{path}"
+        """A call whose 4xx (404 included) and 503 are refusals with the agent's reason."""
+        url = agent.control_url.rstrip("/") + "/api/v1" + path
         headers = {"Authorization": f"Bearer {agent.token}"}
         with _mapped(agent):
             response = await self._http.request(method, url, json=body, headers=headers)
@@ -170,6 +180,19 @@ class HttpAgentClient:
         if not isinstance(data, dict):
             raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
         return data
+
+    async def iperf(
+        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+    ) -> Json:
+        """``/iperf/...`` (``POST servers``, ``POST runs``, ``GET runs/{id}``, ``DELETE
+        servers/{id}``): a 503 (iperf3 missing, no NIC pacing) and a 404 are refusals
+        with the agent's reason, not a reason to retry."""
+        return await self._strict(agent, method, "/iperf" + path, body)
+
+    async def info(self, agent: AgentRef) -> Json:
+        """``GET /info``: the agent's name, version, host and CPU time, mapped as
+        :meth:`iperf` (a 4xx or 503 is a refusal)."""
+        return await self._strict(agent, "GET", "/info")
 
     async def aclose(self) -> None:
         await self._http.aclose()

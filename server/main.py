@@ -11,7 +11,9 @@ from sqlalchemy import Engine
 
 from reservoir import __version__
 from reservoir.server import db, web
+from reservoir.server.agent_client import HttpAgentClient
 from reservoir.server.api.routes import (
+    agent_proxy,
     agents,
     campaigns,
     health,
@@ -62,6 +64,7 @@ def create_app(
     if equalizer is None and isinstance(scheduler, AgentScheduler):
         equalizer = EqualizerLoop(sessions)
     prober = LinkProber(sessions)
+    proxy = HttpAgentClient(timeout=agent_proxy.TIMEOUT)  # routes/agent_proxy.py
     watcher = campaign_watcher or CampaignWatcher(sessions)
 
     @asynccontextmanager
@@ -79,6 +82,7 @@ def create_app(
             yield
         finally:
             await prober.stop()
+            await proxy.aclose()
             await watcher.stop()
             if equalizer is not None:
                 await equalizer.stop()
@@ -101,6 +105,7 @@ def create_app(
     app.state.sessions = sessions
     app.state.scheduler = scheduler
     app.state.prober = prober
+    app.state.agent_proxy = proxy
     app.state.campaigns = watcher
     install_handlers(app)
     if settings.cors_origins:
@@ -111,7 +116,16 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
         )
     api = APIRouter(prefix=API_PREFIX)
-    for module in (health, agents, volume_sets, links, transfers, telemetry, campaigns):
+    for module in (
+        health,
+        agents,
+        agent_proxy,
+        volume_sets,
+        links,
+        transfers,
+        telemetry,
+        campaigns,
+    ):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(metrics.router)

@@ -257,6 +257,12 @@ class InfoPublic(BaseModel):
     target_portals: list[str]
     volumes: list[VolumePublic]
     caps_requested: dict[str, CapsPublic]
+    cpu_seconds: float = Field(
+        description=(
+            "user + system CPU seconds of the agent process since it started (its copies' "
+            "data path included; iperf3 runs are child processes and not included)"
+        )
+    )
 
 
 # ---------------------------------------------------------------- iperf3 (iperf.py)

@@ -158,6 +158,17 @@ def test_info_without_a_builtin_target(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_info_reports_the_agent_processs_cpu_seconds(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            first = (await c.get("/info")).json()["cpu_seconds"]
+            sum(i * i for i in range(200_000))  # some CPU in this (the agent's) process
+            second = (await c.get("/info")).json()["cpu_seconds"]
+            assert isinstance(first, float) and 0 < first <= second
+
+    asyncio.run(main())
+
+
 def test_a_striped_copy_is_201_and_reports_its_destinations(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+
 from fastapi import APIRouter
 
 from reservoir import __version__
@@ -13,6 +15,14 @@ from reservoir.agent.control.models import InfoPublic
 __all__ = ["router"]
 
 router = APIRouter(tags=["info"], dependencies=[Authorized])
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process: every thread, so the copies (asyncio
+    tasks of the agent's loop, their storage I/O in its thread pools) count; child
+    processes (iperf3) do not."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 @router.get("/info")
@@ -32,4 +42,5 @@ async def get_info(agent: AgentDep) -> InfoPublic:
             for job in agent.manager.all()
             if job.caps is not None
         },
+        cpu_seconds=cpu_seconds(),
     )
