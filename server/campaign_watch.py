@@ -173,8 +173,9 @@ def runner_env() -> dict[str, str]:
     return env
 
 
-def spawn(argv: list[str], out: Path) -> int:
-    """Starts ``argv`` in a new session, output to DIR/console.txt; its PID.
+def spawn(argv: list[str], out: Path, env: dict[str, str] | None = None) -> int:
+    """Starts ``argv`` in a new session, output to DIR/console.txt; its PID. ``env`` is
+    added to the runner's environment (a real campaign's coordinator URL and token).
 
     ``posix_spawn`` rather than ``subprocess``: the watcher reaps the child itself
     with ``waitpid`` and a runner may outlive this process. Raises OSError."""
@@ -187,7 +188,7 @@ def spawn(argv: list[str], out: Path) -> int:
     return os.posix_spawnp(
         argv[0],
         argv,
-        runner_env(),
+        runner_env() | (env or {}),
         file_actions=actions,
         setsid=True,
         setsigmask=(),

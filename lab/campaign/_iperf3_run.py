@@ -25,7 +25,7 @@ from reservoir import pacing
 from reservoir.lab.campaign._results import Run
 from reservoir.lab.campaign._scenario import Event as Planned
 from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import LOOPBACK_ADDR, Place
+from reservoir.lab.campaign._site import LOOPBACK_ADDR, Paths, Place
 from reservoir.lab.campaign._telemetry import (
     failover,
     intervals,
@@ -58,7 +58,7 @@ class Leg:
     streams: int
 
 
-def legs(place: Place, streams: int) -> list[Leg]:
+def legs(place: Paths, streams: int) -> list[Leg]:
     if place.loopback:
         return [Leg(None, LOOPBACK_ADDR, LOOPBACK_ADDR, BASE_PORT, streams)]
     k = len(place.paths)

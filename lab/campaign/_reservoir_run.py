@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from reservoir.lab.bench_copy import proc_cpu_seconds
 from reservoir.lab.campaign._results import Event, Run
 from reservoir.lab.campaign._scenario import Event as Planned
 from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import Site
+from reservoir.lab.campaign._site import PathEnds, Place
 from reservoir.lab.campaign._telemetry import (
     failover,
     intervals,
@@ -43,10 +42,27 @@ class TransferError(RuntimeError):
     """The transfer failed, was cancelled or did not complete in time."""
 
 
+class Site(Protocol):
+    """Where a transfer runs: a lab's site (``_site.py``) or a registered network
+    (``_remote.py``)."""
+
+    size: int
+    body: Json
+
+    @property
+    def paths(self) -> list[PathEnds]: ...
+    @property
+    def place(self) -> Place | None: ...
+    def call(self, method: str, path: str, **kw: Any) -> Any: ...
+    def fresh_lun(self) -> None: ...
+    def lun_equals_source(self) -> bool | None: ...
+    def cpu_seconds(self) -> float: ...
+
+
 def transfer_body(site: Site, scenario: Scenario) -> Json:
     """``POST /transfers`` for the scenario."""
     margin = MARGIN
-    rates = [p.rate_bps for p in site.place.paths if p.rate_bps > 0]
+    rates = [p.rate_bps for p in site.paths if p.rate_bps > 0]
     if scenario.pacing_rate_bps is not None and rates:
         margin = min(0.95, max(0.0, 1 - scenario.pacing_rate_bps / min(rates)))
     return {
@@ -61,12 +77,8 @@ def transfer_body(site: Site, scenario: Scenario) -> Json:
 
 def _timeout(site: Site) -> float:
     """Ten times the size at the slowest of 100 Mbit/s and the paths' sum."""
-    rate = sum(p.rate_bps for p in site.place.paths) or 1e9
+    rate = sum(p.rate_bps for p in site.paths) or 1e9
     return max(MIN_TIMEOUT_S, 10 * site.size * 8 / min(rate, 1e8))
-
-
-def _cpu(site: Site) -> float:
-    return sum(proc_cpu_seconds(a.proc.pid) for a in site.agents if a.proc is not None)
 
 
 def _await(site: Site, tid: str, timeline: Timeline, tick: Progress) -> Json:
@@ -119,8 +131,8 @@ def _cap_events(site: Site, tid: str, started: float) -> list[Event]:
 def path_namer(site: Site) -> Callable[[str | None], str | None]:
     """The campaign path of a telemetry path label: a link's name, or the agent's
     ``LOCAL=REMOTE:PORT`` (its local address is the source's end of one path)."""
-    names = {p.name for p in site.place.paths}
-    by_local = {p.src_addr: p.name for p in site.place.paths}
+    names = {p.name for p in site.paths}
+    by_local = {p.src_addr: p.name for p in site.paths}
 
     def name(label: str | None) -> str | None:
         if label is None or label in names:
@@ -131,9 +143,10 @@ def path_namer(site: Site) -> Callable[[str | None], str | None]:
 
 
 def _verified(site: Site, done: Json) -> bool:
-    """Every leg verified by the agents, and the LUN equal to the source."""
+    """Every leg verified by the agents, and the LUN equal to the source where the
+    runner can read it."""
     legs_ok = all((leg.get("summary") or {}).get("verified") for leg in done["legs"])
-    return bool(legs_ok) and site.lun_equals_source()
+    return bool(legs_ok) and site.lun_equals_source() is not False
 
 
 def run_reservoir(
@@ -148,13 +161,13 @@ def run_reservoir(
         stack.callback(timeline.restore)
         if link_sampler is not None:
             stack.enter_context(link_sampler)
-        cpu0 = _cpu(site)
+        cpu0 = site.cpu_seconds()
         started = timeline.start()
         tid = site.call("POST", "/transfers", json=body)["id"]
         done = _await(site, tid, timeline, tick)
         seconds = time.time() - started
-        cpu = _cpu(site) - cpu0
-    mss = site.place.paths[0].mss if site.place.paths else LOOPBACK_MSS
+        cpu = site.cpu_seconds() - cpu0
+    mss = site.paths[0].mss if site.paths else LOOPBACK_MSS
     streams = stream_records(_samples(site, tid), started, path_namer(site), mss)
     run = Run(
         scenario_record(scenario),

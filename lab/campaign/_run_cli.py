@@ -1,8 +1,11 @@
-"""``reservoir campaign run CAMPAIGN [--quick] [--out DIR]``: the runner with its
-progress display, log, exit codes and signal handling.
+"""``reservoir campaign run CAMPAIGN [--quick] [--out DIR] [--coordinator URL
+--token-file F]``: the runner with its progress display, log, exit codes and signal
+handling. A real topology runs on the coordinator's registered agents and links (the
+URL and token as ``reservoir transfer`` takes them); nothing is built then.
 
 Exit codes: 0 every run completed (whether or not it met its targets), 1 a run failed
-or the lab could not be built, 2 a campaign file that cannot be run, 130 interrupted
+or the lab could not be built, 2 a campaign file that cannot be run (also: one whose
+agents, links or volume sets the coordinator does not have), 130 interrupted
 (Ctrl-C), 143 terminated (SIGTERM). The lab, the agents and the coordinator are
 stopped and removed in every case.
 """
@@ -46,11 +49,32 @@ def _on_term(main_pid: int, signum: int, frame: FrameType | None) -> None:
     raise Cancelled(f"signal {signum}")
 
 
+def _coordinator(url: str | None, token_file: Path | None) -> tuple[str, str | None]:
+    """(URL, token) of the coordinator a real topology is registered in; the token's
+    file is read here, so that a bad one is refused before anything runs."""
+    from reservoir.server.campaign_upload import UploadError, read_token
+    from reservoir.server.transfer_cli import DEFAULT_SERVER, ENV_SERVER
+
+    try:
+        token = read_token(token_file)
+    except UploadError as exc:
+        raise CampaignError(f"--token-file: {exc}") from None
+    return (url or os.environ.get(ENV_SERVER) or DEFAULT_SERVER), token
+
+
 def run_main(
-    file: Path, *, quick: bool = False, out: Path | None = None, repetitions: int | None = None
+    file: Path,
+    *,
+    quick: bool = False,
+    out: Path | None = None,
+    repetitions: int | None = None,
+    coordinator: str | None = None,
+    token_file: Path | None = None,
 ) -> int:
     try:
         campaign = load(file)
+        real = campaign.topology.kind == "real"
+        remote = _coordinator(coordinator, token_file) if real else None
     except CampaignError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -64,7 +88,7 @@ def run_main(
             campaign = dataclasses.replace(campaign, quick_repetitions=repetitions)
         else:
             campaign = dataclasses.replace(campaign, repetitions=repetitions)
-    why = netns.can_create()
+    why = None if real else netns.can_create()
     if why is not None:
         print(f"{PROG}: cannot build the lab here: {why}", file=sys.stderr)
         return 1
@@ -84,7 +108,7 @@ def run_main(
         )
         previous = signal.signal(signal.SIGTERM, functools.partial(_on_term, os.getpid()))
         try:
-            result = run_campaign(campaign, out, prog, quick=quick)
+            result = run_campaign(campaign, out, prog, quick=quick, coordinator=remote)
         except (Cancelled, KeyboardInterrupt) as exc:
             prog.finish(
                 "cancelled", "interrupted" if isinstance(exc, KeyboardInterrupt) else "terminated"
@@ -94,7 +118,7 @@ def run_main(
         except Exception as exc:
             prog.finish("failed", str(exc) or type(exc).__name__)
             prog.say(f"{PROG}: {exc}")
-            return 1
+            return 2 if isinstance(exc, CampaignError) else 1
         finally:
             signal.signal(signal.SIGTERM, previous)
         failed = [r for r in result.runs if not r.ok]

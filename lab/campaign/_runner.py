@@ -17,17 +17,19 @@ the lab is torn down.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reservoir.lab.campaign._estimate import run_seconds
 from reservoir.lab.campaign._progress import Progress
+from reservoir.lab.campaign._remote import Remote, connect
 from reservoir.lab.campaign._report import report_html
 from reservoir.lab.campaign._results import (
     CampaignRun,
@@ -39,7 +41,7 @@ from reservoir.lab.campaign._results import (
 )
 from reservoir.lab.campaign._scenario import Scenario
 from reservoir.lab.campaign._site import Place, Site, place, site
-from reservoir.lab.campaign._spec import Campaign
+from reservoir.lab.campaign._spec import Campaign, CampaignError
 from reservoir.lab.campaign._telemetry import scenario_record
 
 __all__ = ["Cancelled", "plan", "run_campaign"]
@@ -70,15 +72,18 @@ def machine() -> Machine:
     return Machine(os.cpu_count() or 1, platform.release(), cc)
 
 
-def topology_record(campaign: Campaign) -> Topology:
+def topology_record(campaign: Campaign, remote: Remote | None = None) -> Topology:
     t = campaign.topology
+    bottleneck = None if t.bottleneck_mbit is None else t.bottleneck_mbit * 1e6
+    if remote is not None:
+        paths = [PathInfo(p.name, p.rate_bps, p.rtt_ms, 0.0) for p in remote.paths]
+        return Topology("real", None, bottleneck, paths)
     if t.kind == "loopback" or t.lab is None:
         return Topology("loopback" if t.kind == "loopback" else "real", None, None)
     paths = []
     for name in t.paths:
         link = t.lab.link(name)
         paths.append(PathInfo(name, link.rate_mbit * 1e6, 2 * link.delay_ms, link.loss))
-    bottleneck = None if t.bottleneck_mbit is None else t.bottleneck_mbit * 1e6
     return Topology("lab", t.lab_file, bottleneck, paths)
 
 
@@ -103,25 +108,19 @@ class _Sites:
         self.stack.close()
         self.current = self.size = None
 
+    def run(self, sc: Scenario, rep: int, work: Path, *, campaign: Campaign, prog: Progress) -> Run:
+        """One run in the lab: iperf3 in its namespaces, reservoir on this site."""
+        from reservoir.lab.campaign._iperf3_run import run_iperf3
+        from reservoir.lab.campaign._reservoir_run import run_reservoir
 
-def _run_one(
-    p: Place,
-    sites: _Sites,
-    campaign: Campaign,
-    sc: Scenario,
-    *,
-    rep: int,
-    work: Path,
-    prog: Progress,
-) -> Run:
-    from reservoir.lab.campaign._iperf3_run import run_iperf3
-    from reservoir.lab.campaign._reservoir_run import run_reservoir
-
-    if sc.tool == "iperf3":
-        work.mkdir(parents=True, exist_ok=True)
-        return run_iperf3(p, sc, repetition=rep, events=campaign.events, work=work, tick=prog.tick)
-    assert sc.size_bytes is not None
-    return run_reservoir(sites.get(sc.size_bytes), sc, rep, campaign.events, prog.tick)
+        if sc.tool == "iperf3":
+            work.mkdir(parents=True, exist_ok=True)
+            events = campaign.events
+            return run_iperf3(
+                self.place, sc, repetition=rep, events=events, work=work, tick=prog.tick
+            )
+        assert sc.size_bytes is not None
+        return run_reservoir(self.get(sc.size_bytes), sc, rep, campaign.events, prog.tick)
 
 
 def _failed(sc: Scenario, rep: int, started: float, exc: Exception) -> Run:
@@ -141,8 +140,49 @@ def _groups(runs: list[tuple[Scenario, int]]) -> Iterator[list[tuple[Scenario, i
         yield group
 
 
-def run_campaign(campaign: Campaign, out: Path, prog: Progress, quick: bool = False) -> CampaignRun:
-    """Runs the campaign into ``out`` (which must exist); the results, also saved."""
+def _run_remote(remote: Remote, sc: Scenario, rep: int, prog: Progress, _work: Path) -> Run:
+    from reservoir.lab.campaign._iperf3_remote import run_iperf3_remote
+    from reservoir.lab.campaign._reservoir_run import run_reservoir
+
+    if sc.tool == "iperf3":
+        return run_iperf3_remote(remote, sc, rep, prog.tick)
+    return run_reservoir(remote, sc, rep, (), prog.tick)
+
+
+@dataclass
+class _Record:
+    """The campaign's results as the runs come, saved after each."""
+
+    result: CampaignRun
+    out: Path
+    prog: Progress
+    index: int = 0
+
+    def run(self, sc: Scenario, rep: int, one: Callable[[Path], Run]) -> None:
+        self.index += 1
+        self.prog.begin(sc.name, rep)
+        started = time.time()
+        work = self.out / "work" / f"{self.index:03d}-{sc.name}-r{rep}"
+        try:
+            run = one(work)
+        except Exception as exc:  # a failed run is a result; the campaign goes on
+            run = _failed(sc, rep, started, exc)
+        if run.ok:
+            run.jain = run_jain(run)
+        self.result.runs.append(run)
+        self.result.save(self.out / "results.json")
+        self.prog.end(run)
+
+
+def run_campaign(
+    campaign: Campaign,
+    out: Path,
+    prog: Progress,
+    quick: bool = False,
+    coordinator: tuple[str, str | None] | None = None,
+) -> CampaignRun:
+    """Runs the campaign into ``out`` (which must exist); the results, also saved.
+    ``coordinator`` (URL, token) is where a real topology is registered."""
     runs = plan(campaign, quick)
     result = CampaignRun(
         campaign.name,
@@ -153,26 +193,22 @@ def run_campaign(campaign: Campaign, out: Path, prog: Progress, quick: bool = Fa
         topology_record(campaign),
     )
     result.save(out / "results.json")
-    index = 0
-    for group in _groups(runs):
+    record = _Record(result, out, prog)
+    if campaign.topology.kind == "real":
+        if coordinator is None:
+            raise CampaignError("topology.real: give the coordinator it is registered in")
+        with connect(campaign, *coordinator) as remote:
+            result.topology = topology_record(campaign, remote)
+            for sc, rep in runs:
+                record.run(sc, rep, functools.partial(_run_remote, remote, sc, rep, prog))
+    for group in [] if campaign.topology.kind == "real" else _groups(runs):
         spec = campaign.topology.spec_for(group[0][0].loss)
         with place(campaign.topology, spec) as p, ExitStack() as stack:
             sites = _Sites(p, out / "work")
             stack.callback(sites.close)
             for sc, rep in group:
-                index += 1
-                prog.begin(sc.name, rep)
-                started = time.time()
-                work = out / "work" / f"{index:03d}-{sc.name}-r{rep}"
-                try:
-                    run = _run_one(p, sites, campaign, sc, rep=rep, work=work, prog=prog)
-                except Exception as exc:  # a failed run is a result; the campaign goes on
-                    run = _failed(sc, rep, started, exc)
-                if run.ok:
-                    run.jain = run_jain(run)
-                result.runs.append(run)
-                result.save(out / "results.json")
-                prog.end(run)
+                one = functools.partial(sites.run, sc, rep, campaign=campaign, prog=prog)
+                record.run(sc, rep, one)
     result.finished = time.time()
     result.save(out / "results.json")
     (out / "report.html").write_text(report_html(result))

@@ -19,19 +19,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from reservoir.lab import spec as labspec
 from reservoir.lab._coord_site import AgentProc, Coordinator, inside
-from reservoir.lab.bench_copy import Source, file_digest, make_lun, write_source
+from reservoir.lab.bench_copy import (
+    Source,
+    file_digest,
+    make_lun,
+    proc_cpu_seconds,
+    write_source,
+)
 from reservoir.lab.campaign._spec import CampaignError
 from reservoir.lab.campaign._topology import Topology
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError
 
-__all__ = ["PathEnds", "Place", "Site", "place", "site"]
+__all__ = ["PathEnds", "Paths", "Place", "Site", "SiteError", "place", "site"]
 
 LOOPBACK_HOST = "local"
 LOOPBACK_ADDR = "127.0.0.1"
@@ -56,10 +62,25 @@ class PathEnds:
     rate_bps: float  # 0: not shaped
     rtt_ms: float
     mtu: int
+    src_nic: str | None = None
+    """The source's NIC on the path; None: the link's name (a lab's devices)."""
+
+    @property
+    def nic(self) -> str:
+        return self.src_nic or self.name
 
     @property
     def mss(self) -> int:
         return self.mtu - 52  # IPv4 + TCP with timestamps
+
+
+class Paths(Protocol):
+    """Where runs go: a lab's :class:`Place`, or a registered network (``_remote.py``)."""
+
+    @property
+    def paths(self) -> list[PathEnds]: ...
+    @property
+    def loopback(self) -> bool: ...
 
 
 @dataclass
@@ -171,6 +192,14 @@ class Site:
     def agents(self) -> list[AgentProc]:
         return [self.src, self.dst]
 
+    @property
+    def paths(self) -> list[PathEnds]:
+        return self.place.paths
+
+    def cpu_seconds(self) -> float:
+        """Both agents' user + system seconds so far."""
+        return sum(proc_cpu_seconds(a.proc.pid) for a in self.agents if a.proc is not None)
+
     def client(self) -> httpx.Client:
         return self.coordinator.client()
 
@@ -186,7 +215,7 @@ class Site:
             f.truncate(self.size)
             os.fsync(f.fileno())
 
-    def lun_equals_source(self) -> bool:
+    def lun_equals_source(self) -> bool | None:
         return file_digest(self.lun) == self.source.digest
 
     def stop(self) -> None:

@@ -174,6 +174,13 @@ def _check_fit(topology: Topology, matrix: Matrix, errors: list[str]) -> None:
         )
     if topology.kind == "loopback" and set(matrix.pacing) - {"off"}:
         errors.append("matrix.pacing: loopback has no NIC or link rate to pace at; use off")
+    if topology.kind == "real" and "reservoir" in matrix.tool:
+        for key in ("source_set", "destination_set"):
+            if getattr(topology, key) is None:
+                errors.append(
+                    f"topology.real.{key}: reservoir runs copy between registered volume"
+                    " sets; name them (source_set is read, destination_set overwritten)"
+                )
 
 
 def _check_scenarios(

@@ -12,7 +12,7 @@ from reservoir.lab._lfn_sampling import LinkSampler, link_devices
 from reservoir.lab.campaign._results import Event, EventKind
 from reservoir.lab.campaign._scenario import Event as Planned
 from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import Place
+from reservoir.lab.campaign._site import Paths, Place
 
 __all__ = ["PAYLOAD", "Timeline", "nic_rates", "sampler"]
 
@@ -25,7 +25,7 @@ class Timeline:
     """Fires ``planned`` link events at their ``at_s`` after :meth:`start`; records
     them as run events; :meth:`restore` brings up whatever is still down."""
 
-    place: Place
+    place: Place | None  # None: nothing emulated, and no events (the campaign's check)
     planned: tuple[Planned, ...]
     started: float = 0.0
     fired: list[Event] = field(default_factory=list)
@@ -45,6 +45,7 @@ class Timeline:
             self._next += 1
 
     def _fire(self, e: Planned) -> None:
+        assert self.place is not None, "link events need a lab"
         if e.action == "link-down":
             self.place.lab.link_down(e.link)
             self._down.add(e.link)
@@ -56,19 +57,20 @@ class Timeline:
 
     def restore(self) -> None:
         for link in sorted(self._down):
+            assert self.place is not None
             self.place.lab.link_up(link)
         self._down.clear()
 
 
-def sampler(place: Place) -> LinkSampler | None:
-    """The source's per-path wire counters (None on loopback: no paths)."""
-    if place.loopback:
+def sampler(place: Place | None) -> LinkSampler | None:
+    """The source's per-path wire counters (None on loopback, and without a lab)."""
+    if place is None or place.loopback:
         return None
     addrs = {p.name: p.src_addr for p in place.paths}
     return LinkSampler(place.src_ns, link_devices(place.src_ns, addrs))
 
 
-def nic_rates(place: Place, scenario: Scenario) -> dict[str, float]:
+def nic_rates(place: Paths, scenario: Scenario) -> dict[str, float]:
     """The pacing rate of each path's NIC (bit/s of frames) for a paced scenario: the
     scenario's rate, or the plan's (the link's capacity less MARGIN); {} when off."""
     if scenario.pacing == "off" or place.loopback:

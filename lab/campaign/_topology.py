@@ -18,14 +18,18 @@ a lab spec file (lab/spec.py), relative to the repository::
 the same with the spec inline, as ``[[topology.lab.host]]``, ``[[topology.lab.link]]``
 and ``[[topology.lab.route]]`` tables (the keys of a spec file);
 
-or registered agents and links of a coordinator, the links (names or ids) being the
-paths::
+or registered agents, links and volume sets of a coordinator (``reservoir campaign run
+--coordinator URL --token-file F``), the links (names or ids) being the paths::
 
     [topology]
-    real = { links = ["l1", "l2"] }
-    source = "site-a-1"        # agent names
+    real = { links = ["l1", "l2"], source_set = "vs-a", destination_set = "vs-b" }
+    source = "site-a-1"        # agent names: each link joins these two
     destination = "site-b-1"
     bottleneck_mbit = 1000
+
+iperf3 runs through the agents' control API (by way of the coordinator); reservoir runs
+copy the whole ``source_set`` onto ``destination_set`` (names or ids; needed only with
+reservoir runs), whose contents every reservoir run overwrites.
 
 A delay line carries at most ~8 Gbit/s on one core (design section 4): a lab link with
 a delay and a rate above 8000 Mbit/s is refused.
@@ -45,6 +49,7 @@ MAX_LINE_MBIT = 8000  # per delay line (design section 4)
 MAX_MBIT = 100_000
 LOOPBACK_MBIT = 10_000.0  # what estimates assume on loopback unless bottleneck_mbit is given
 KEYS = ("loopback", "lab", "real", "source", "destination", "paths", "bottleneck_mbit")
+REAL_KEYS = ("links", "source_set", "destination_set")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class Topology:
     lab: labspec.Spec | None = None
     lab_file: str | None = None
     """The spec file as given, relative to the repository; None when inline."""
+    source_set: str | None = None
+    """real: the volume set reservoir runs copy (a name or an id) ..."""
+    destination_set: str | None = None
+    """... and the one they overwrite."""
 
     @property
     def links(self) -> tuple[str, ...]:
@@ -113,8 +122,9 @@ def parse_topology(data: Any, root: Path, errors: list[str]) -> Topology | None:
     bottleneck = check.number(
         "topology.bottleneck_mbit", t.get("bottleneck_mbit"), 0, MAX_MBIT, errors, above=True
     )
+    sets: tuple[str | None, str | None] = (None, None)
     if kinds == ["real"]:
-        paths = _real_links(t, errors)
+        paths, sets = _real_links(t, errors)
         spec, lab_file = None, None
     else:
         paths = check.values("topology.paths", t.get("paths"), check.text, errors)
@@ -124,7 +134,7 @@ def parse_topology(data: Any, root: Path, errors: list[str]) -> Topology | None:
     if len(errors) > n_before or not (source and destination and paths and bottleneck):
         return None
     kind: Kind = "real" if spec is None else "lab"
-    return Topology(kind, source, destination, paths, bottleneck, spec, lab_file)
+    return Topology(kind, source, destination, paths, bottleneck, spec, lab_file, *sets)
 
 
 def _loopback(t: dict[str, Any], errors: list[str]) -> Topology | None:
@@ -141,14 +151,26 @@ def _loopback(t: dict[str, Any], errors: list[str]) -> Topology | None:
     return Topology("loopback", bottleneck_mbit=bottleneck)
 
 
-def _real_links(t: dict[str, Any], errors: list[str]) -> tuple[str, ...] | None:
+def _real_links(
+    t: dict[str, Any], errors: list[str]
+) -> tuple[tuple[str, ...] | None, tuple[str | None, str | None]]:
+    """(links, (source_set, destination_set)) of ``real = {...}``."""
     if "paths" in t:
         errors.append("topology.paths: not used with real: the paths are real.links")
     real = check.table("topology.real", t["real"], errors)
     if real is None:
-        return None
-    check.unknown_keys("topology.real", real, ("links",), errors)
-    return check.values("topology.real.links", real.get("links"), check.text, errors)
+        return None, (None, None)
+    check.unknown_keys("topology.real", real, REAL_KEYS, errors)
+    links = check.values("topology.real.links", real.get("links"), check.text, errors)
+    sets = [
+        check.text(f"topology.real.{k}", real[k], errors) if k in real else None
+        for k in REAL_KEYS[1:]
+    ]
+    if sets[0] is not None and sets[0] == sets[1]:
+        errors.append(
+            f"topology.real.destination_set: must differ from the source_set, both are {sets[0]!r}"
+        )
+    return links, (sets[0], sets[1])
 
 
 def _lab(value: Any, root: Path, errors: list[str]) -> tuple[labspec.Spec | None, str | None]:

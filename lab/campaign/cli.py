@@ -3,6 +3,7 @@ run it (``run``), and write the report of a campaign run's results (``report``).
 
     reservoir campaign show config/campaigns/lfn-2x500m-100ms.toml [--quick]
     reservoir campaign run lfn-2x500m-100ms [--quick] [--out DIR]
+    reservoir campaign run my-wan.toml --coordinator URL --token-file F   # topology.real
     reservoir campaign report results.json [--out DIR]
     reservoir campaign upload DIR [--coordinator URL]   # store a run in the coordinator
 
@@ -41,6 +42,15 @@ def register(sub: Sub) -> None:
         type=int,
         metavar="N",
         help="run every scenario N times (1-100), not as the file says",
+    )
+    g.add_argument(
+        "--coordinator",
+        metavar="URL",
+        help="topology.real: the coordinator the agents and links are registered in"
+        " (default $RESERVOIR_SERVER_URL, else http://127.0.0.1:8470)",
+    )
+    g.add_argument(
+        "--token-file", type=Path, metavar="F", help="its user token (default $RESERVOIR_TOKEN)"
     )
     g.set_defaults(func=run)
     r = csub.add_parser("report", help="write the HTML report of a campaign run's results")
@@ -93,5 +103,10 @@ def run(args: argparse.Namespace) -> int:
     from reservoir.lab.campaign._run_cli import run_main
 
     return run_main(
-        resolve(args.file), quick=args.quick, out=args.out, repetitions=args.repetitions
+        resolve(args.file),
+        quick=args.quick,
+        out=args.out,
+        repetitions=args.repetitions,
+        coordinator=args.coordinator,
+        token_file=args.token_file,
     )

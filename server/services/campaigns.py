@@ -213,10 +213,29 @@ def _load(path: Path, quick: bool) -> Campaign:
 # ---------------------------------------------------------------- runs
 
 
+def own_url(settings: ServerSettings) -> str:
+    """This coordinator as a runner on its host reaches it."""
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1" if host != "::" else "::1"
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
+
+
+def runner_env(campaign: Campaign, token: str | None) -> dict[str, str]:
+    """A real campaign's runner works through this coordinator (``--coordinator``) with
+    the token of the user who started it, in its environment (not on its command line)."""
+    return {"RESERVOIR_TOKEN": token} if campaign.topology.kind == "real" and token else {}
+
+
 def start(
-    session: Session, body: CampaignRunCreate, settings: ServerSettings, watcher: CampaignWatcher
+    session: Session,
+    body: CampaignRunCreate,
+    settings: ServerSettings,
+    watcher: CampaignWatcher,
+    token: str | None = None,
 ) -> CampaignRun:
-    """Validates the campaign, refuses a second run (409), starts the runner."""
+    """Validates the campaign, refuses a second run (409), starts the runner (a real
+    campaign's acting with ``token``, the requester's)."""
     path = resolve(body.campaign)
     campaign = _load(path, body.quick)
     if body.quick:
@@ -240,11 +259,13 @@ def start(
         out = settings.data_path / "campaigns" / row.id
         argv = [*settings.campaign_command, str(path), *(["--quick"] if body.quick else [])]
         argv += ["--out", str(out)]
+        if campaign.topology.kind == "real":
+            argv += ["--coordinator", own_url(settings)]
         row.out_dir = str(out)
         try:
             out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             out.mkdir(mode=0o700)
-            row.pid = spawn(argv, out)
+            row.pid = spawn(argv, out, runner_env(campaign, token))
         except OSError as exc:
             row.state = S.FAILED.value
             row.finished_at = utcnow()

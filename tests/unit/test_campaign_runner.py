@@ -114,8 +114,7 @@ def test_nic_rates_are_the_plan_or_the_scenarios_rate() -> None:
 
 
 def site(p: Place) -> Site:
-    s = cast("Site", type("FakeSite", (), {})())
-    s.place = p
+    s = cast("Site", type("FakeSite", (), {"paths": p.paths})())
     s.body = {"source": "a", "destination": "b", "paths": ["x"], "verify": True}
     return s
 

@@ -375,7 +375,10 @@ def test_matrix_and_campaign_errors_name_their_field(data: dict[str, Any], messa
         ({"lab": None}, "topology: give one of"),
         ({"real": {"links": []}, "lab": None, "paths": None}, "topology.real.links: must not be"),
         ({"real": {"links": ["a"], "agents": 2}, "lab": None, "paths": None},
-         "topology.real.agents: unknown field (expected links)"),
+         "topology.real.agents: unknown field (expected destination_set, links, source_set)"),
+        ({"real": {"links": ["a"], "source_set": "v", "destination_set": "v"}, "lab": None,
+          "paths": None},
+         "topology.real.destination_set: must differ from the source_set, both are 'v'"),
         ({"real": {"links": ["a"]}, "lab": None}, "topology.paths: not used with real"),
     ],
 )  # fmt: skip
@@ -449,15 +452,30 @@ def test_mptcp_needs_two_paths() -> None:
 
 
 def test_real_topology_uses_its_links_as_paths() -> None:
-    topology = {"real": {"links": ["tokyo-1", "tokyo-2"]}, "lab": None, "paths": None,
+    real = {"links": ["tokyo-1", "tokyo-2"], "source_set": "vs-a", "destination_set": "vs-b"}
+    topology = {"real": real, "lab": None, "paths": None,
                 "source": "site-a", "destination": "site-b"}  # fmt: skip
     c = parse(changed(topology=topology, event=[]))
-    assert (c.topology.kind, c.topology.paths, c.topology.links) == (
+    t = c.topology
+    assert (t.kind, t.paths, t.links, t.source_set, t.destination_set) == (
         "real",
         ("tokyo-1", "tokyo-2"),
         (),
+        "vs-a",
+        "vs-b",
     )
     assert c.lab_spec(c.scenarios()[0]) is None
+
+
+def test_reservoir_runs_on_a_real_topology_need_its_volume_sets() -> None:
+    topology = {"real": {"links": ["tokyo-1"]}, "lab": None, "paths": None,
+                "source": "site-a", "destination": "site-b"}  # fmt: skip
+    lines = errors_of(changed(topology=topology, event=[]))
+    assert any(ln.startswith("topology.real.source_set: reservoir runs copy") for ln in lines)
+    assert any(ln.startswith("topology.real.destination_set: reservoir runs copy") for ln in lines)
+    iperf3_only = changed(topology=topology, event=[], quick=None)
+    iperf3_only["matrix"] = {**iperf3_only["matrix"], "tool": ["iperf3"], "multilink": "paths"}
+    assert not any("_set" in ln for ln in errors_of(iperf3_only))
 
 
 def test_events_need_a_lab_topology() -> None:

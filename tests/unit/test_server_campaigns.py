@@ -80,6 +80,10 @@ FAKE_RUNNER = textwrap.dedent(
 
     signal.signal(signal.SIGTERM, cancelled)
     log(f"campaign {args[0]} quick={quick}")
+    if "--coordinator" in args:
+        coordinator = args[args.index("--coordinator") + 1]
+        token = os.environ.get("RESERVOIR_TOKEN")
+        log(f"coordinator {coordinator} token {token} in argv {token in sys.argv}")
     if mode == "crash":
         log("env " + repr(sorted(k for k in os.environ if k.startswith("RESERVOIR_SERVER_"))))
         log("building the lab")
@@ -410,6 +414,48 @@ def test_an_invalid_campaign_file_is_422_with_each_of_its_problems(
     assert len(errors) > 1 and all(e["loc"] == ["body", "campaign"] for e in errors)
     assert any("repetitions" in e["msg"] for e in errors)
     assert [a["name"] for a in available] == ["broken"] and "repetitions" in available[0]["error"]
+
+
+REAL = """
+name = "wan"
+description = "two registered links"
+[topology]
+real = { links = ["l1", "l2"], source_set = "vs-a", destination_set = "vs-b" }
+source = "site-a"
+destination = "site-b"
+bottleneck_mbit = 1000
+[matrix]
+tool = ["iperf3", "reservoir"]
+streams = 8
+pacing = "per-nic"
+duration_s = 30
+size = "4GiB"
+"""
+
+
+def test_a_real_campaign_runs_through_this_coordinator_with_the_starters_token(
+    settings: Settings, tmp_path: Path, runners: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = tmp_path / "campaigns-dir"
+    shipped.mkdir()
+    (shipped / "wan.toml").write_text(REAL)
+    monkeypatch.setattr(_spec, "CAMPAIGN_DIR", shipped)
+    monkeypatch.setattr("reservoir.lab.campaign.CAMPAIGN_DIR", shipped)
+    s = settings()
+    with coordinator(s) as c:
+        run = start(c, runners, "wan", quick=False)
+        log = Path(run["out_dir"]) / "log.txt"
+        line = _wait(
+            lambda: (
+                next((ln for ln in log.read_text().splitlines() if "coordinator" in ln), None)
+                if log.exists()
+                else None
+            ),
+            "the runner's log",
+        )
+        go(run)
+        wait_run(c, run["id"], ended, "the end")
+    assert line == f"coordinator http://{s.host}:{s.port} token {USER} in argv False"
 
 
 def test_the_shipped_campaigns_are_listed_with_estimates(settings: Settings) -> None:

@@ -52,9 +52,17 @@ def list_available() -> list[CampaignAvailable]:
     },
 )
 def start_run(
-    body: CampaignRunCreate, session: SessionDep, settings: SettingsDep, watcher: WatcherDep
+    body: CampaignRunCreate,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    watcher: WatcherDep,
 ) -> CampaignRunPublic:
-    return campaigns.public(campaigns.start(session, body, settings, watcher))
+    """A campaign on a real topology runs through this coordinator, acting with the
+    requester's token."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    user_token = token.strip() if scheme.lower() == "bearer" else None
+    return campaigns.public(campaigns.start(session, body, settings, watcher, user_token))
 
 
 @router.get("", summary="The campaign runs, newest first (without their results)")
