@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from reservoir.lab.campaign import Scenario, load
+from reservoir.lab.campaign._iperf3_remote import run_body, streams_of
 from reservoir.lab.campaign._iperf3_run import client_argv, legs
 from reservoir.lab.campaign._progress import Progress
 from reservoir.lab.campaign._reservoir_run import path_namer, transfer_body
@@ -103,6 +104,27 @@ def test_per_socket_pacing_gives_each_iperf3_stream_its_payload_share() -> None:
     argv = client_argv(leg, scenario(pacing="per-socket"), 400e6)
     rate = int(argv[argv.index("--fq-rate") + 1])
     assert rate == int(400e6 * 1448 / 1514 / 4)
+
+
+def test_an_agents_iperf3_run_asks_for_its_path_streams_cc_and_pacing() -> None:
+    leg = legs(place(500e6, 500e6), 5)[0]  # l1: streams 0, 2, 4
+    body = run_body(leg, 5201, scenario(cc="cubic"), "eth1", None)
+    assert body == {"host": "10.0.1.2", "port": 5201, "streams": 3, "duration": 30,
+                    "bind": "10.0.1.1", "congestion": "cubic"}  # fmt: skip
+    paced = run_body(leg, 5201, scenario(pacing="per-nic"), "eth1", 475e6)
+    assert (paced["nic"], paced["nic_pacing_bps"]) == ("eth1", 475_000_000)
+    per_socket = run_body(leg, 5201, scenario(pacing="per-socket"), "eth1", 475e6)
+    assert per_socket["fq_rate_bps"] == int(475e6 * 1448 / 1514 / 3) and "nic" not in per_socket
+
+
+def test_an_agents_iperf3_result_becomes_one_stream_per_socket() -> None:
+    result = {"stream_bits_per_second": [[1e6, 2e6, 3e6], [4e6, 5e6, 6e6]],
+              "stream_retransmits": [7, None]}  # fmt: skip
+    a, b = streams_of(result, 0.25, "l2", "l2.1.")
+    assert (a.id, a.path, b.id) == ("l2.1.0", "l2", "l2.1.1")
+    assert [(x.t, x.bps) for x in a.samples] == [(1.25, 1e6), (2.25, 2e6), (3.25, 3e6)]
+    assert [x.retransmits for x in a.samples] == [None, None, 7]
+    assert all(x.retransmits is None for x in b.samples)
 
 
 def test_nic_rates_are_the_plan_or_the_scenarios_rate() -> None:
