@@ -24,6 +24,10 @@ Control law, evaluated by :meth:`PathHealth.tick`:
    ("silent for X ms while path q progressed"). Once no UP path is such a suspect, all
    counters restart from 0, so they always measure recent activity; while a suspect is
    still within SLOW_TOUT the counters are kept, so it fails as soon as the timeout expires.
+   On a long or slow path SLOW_TOUT is scaled up (:meth:`PathHealth.silence_limit`):
+   at least ``rtt_factor`` of its round trips and ``gap_factor`` of its usual gap
+   between units of progress, and ``startup_rtts`` round trips before its first one,
+   so a 350 ms path still logging in is not failed by a 10 ms one that already runs.
    Two idle paths never pass FT_HTHRESH, hence never fail each other. Detection latency
    is SLOW_TOUT plus at most the time the other path needs to gather FT_HTHRESH units in
    a fresh window (e.g. 130 ms with A progressing every 10 ms). Fed by the 2 Hz telemetry,
@@ -66,6 +70,12 @@ class HealthConfig:
     hbspan: float = 2.0
     hbweight: int = 3
     hb_miss_limit: int = 3
+    rtt_factor: float = 4.0
+    """A path is silent only after this many of its round trips (:meth:`PathHealth.set_rtt`) ..."""
+    gap_factor: float = 4.0
+    """... and this many of its usual gaps between two units of progress ..."""
+    startup_rtts: float = 16.0
+    """... and, before its first progress, this many round trips (login, slow start)."""
 
     def __post_init__(self) -> None:
         if self.ft_lthresh >= self.ft_hthresh:
@@ -74,6 +84,8 @@ class HealthConfig:
             raise ValueError("slow_tout and hbspan must be positive")
         if self.hbweight < 1 or self.hb_miss_limit < 1:
             raise ValueError("hbweight and hb_miss_limit must be at least 1")
+        if min(self.rtt_factor, self.gap_factor, self.startup_rtts) < 0:
+            raise ValueError("rtt_factor, gap_factor and startup_rtts must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +99,9 @@ class PathEvent:
     reason: str
 
 
+GAP_WEIGHT = 0.125  # EWMA weight of a new gap between progress units (as TCP's srtt)
+
+
 @dataclass
 class _Path:
     heard: float
@@ -95,6 +110,10 @@ class _Path:
     missed: int = 0
     acked: int | None = None
     pending: list[PathEvent] = field(default_factory=list)
+    rtt: float = 0.0  # seconds; 0: not known
+    gap: float = 0.0  # seconds between units of progress, smoothed; 0: none yet
+    progressed: bool = False  # since it was added (or last recovered)
+    last_unit: float = 0.0  # when progress last grew
 
 
 class PathHealth:
@@ -124,12 +143,31 @@ class PathHealth:
         """Current RI2N counter of ``path`` (for logs and tests)."""
         return self._paths[path].count
 
+    def set_rtt(self, path: str, now: float, rtt: float) -> None:
+        """The path's round trip now (seconds, e.g. its streams' smoothed RTT with their
+        queueing): its silence is judged on that scale."""
+        self._get(path, now).rtt = max(0.0, rtt)
+
+    def silence_limit(self, path: str) -> float:
+        """How long ``path`` may be silent before the comparison rule fails it:
+        ``slow_tout``, or more on a path whose round trip (``rtt_factor`` of them) or
+        usual gap between units of progress (``gap_factor``) is longer; before its
+        first progress, ``startup_rtts`` round trips (a login and slow start at 350 ms
+        take seconds)."""
+        cfg, p = self.config, self._paths[path]
+        limit = max(cfg.slow_tout, cfg.rtt_factor * p.rtt, cfg.gap_factor * p.gap)
+        return limit if p.progressed else max(limit, cfg.startup_rtts * p.rtt)
+
     def progress(self, path: str, now: float, acked_bytes: int) -> None:
         """Report the path's cumulative acked bytes; growth counts one unit of progress."""
         p = self._get(path, now)
         grew = p.acked is not None and acked_bytes > p.acked
         p.acked = acked_bytes
         if grew:
+            if p.progressed:
+                gap = now - p.last_unit
+                p.gap = gap if p.gap == 0 else p.gap + GAP_WEIGHT * (gap - p.gap)
+            p.progressed, p.last_unit = True, now
             self._heard(path, p, now, 1)
 
     def heartbeat(self, path: str, now: float, ok: bool) -> None:
@@ -141,6 +179,7 @@ class PathHealth:
         was_failed = p.state is PathState.FAILED
         self._heard(path, p, now, self.config.hbweight, resume=not was_failed)
         if was_failed:
+            p.progressed = False  # its streams log in and start slowly again
             self._move(path, p, now, PathState.RECOVERED, "heartbeat answered on failed path")
 
     def tick(self, now: float) -> list[PathEvent]:
@@ -183,7 +222,7 @@ class PathHealth:
         waiting = False
         for name, p in suspects:
             silent = now - p.heard
-            if silent >= cfg.slow_tout:
+            if silent >= self.silence_limit(name):
                 reason = f"silent for {silent * 1000:.0f} ms while path {high[0]} progressed"
                 self._move(name, p, now, PathState.FAILED, reason)
             else:

@@ -19,7 +19,7 @@ from reservoir.agent.initiator._transport import (
 )
 from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
-from reservoir.agent.telemetry import DEFAULT_INTERVAL
+from reservoir.agent.telemetry import DEFAULT_INTERVAL, tcp_info
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.agent.transfer._endpoints import (
@@ -271,6 +271,7 @@ class Run:
         self.workers: dict[int, StreamWorker] = {}
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.counters: dict[str, int] = {}
+        self.networked: dict[int, RemoteChannel] = {}  # stream -> its channel over a path
         self.specs = {str(p): p for p in paths}
         self.telemetry: Telemetry | None = None
         self._reopening = 0
@@ -429,6 +430,8 @@ class Run:
             raise
         label = self.stats[index].path
         net = dest if dst.remote else source
+        if isinstance(net, RemoteChannel):
+            self.networked[index] = net
         if self.telemetry is not None and isinstance(net, RemoteChannel):
             self.telemetry.stream(index, label, net.session)
         if self.options.stream_caps is not None and isinstance(net, RemoteChannel):
@@ -476,6 +479,22 @@ class Run:
 
     def path_busy(self, path: str) -> bool:
         return any(self.dispatcher.held[i] for i in self._streams_of(path) if i in self.tasks)
+
+    def path_rtt(self, path: str) -> float | None:
+        """The largest smoothed RTT (seconds) of the path's open stream sockets."""
+        rtts = []
+        for index in self._streams_of(path):
+            channel = self.networked.get(index)
+            sock = channel.session.socket() if channel is not None else None
+            if sock is None:
+                continue
+            try:
+                rtt = tcp_info.sample(sock).rtt
+            except OSError:  # closed meanwhile
+                continue
+            if rtt:
+                rtts.append(rtt / 1e6)
+        return max(rtts, default=None)
 
     def still_queued(self, extents: set[int]) -> set[int]:
         return extents & set(self.dispatcher.queues.retry)

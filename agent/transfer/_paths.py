@@ -10,6 +10,11 @@ Every ``--path``/``--bind`` path is an RI2N endpoint watched by a
   and fake sessions, and it does not depend on the telemetry being on.  A path whose
   streams hold no extent (idle at the tail of a copy) counts as progressing, so it is
   never suspected for lack of work.
+- the *round trip* of a path is the largest smoothed RTT of its streams' sockets
+  (TCP_INFO, queueing included), read at every sample: the health machine judges
+  silence on that scale, and heartbeats wait for it (a ping ``PING_RTTS``, a login
+  ``LOGIN_RTTS`` round trips, ``hbspan`` at least), so a 350 ms path is not failed for
+  being far away.
 - *heartbeats* are NOP-Out pings on one extra session per path every ``hbspan``; a
   ping that fails or times out drops that session, so the next heartbeat logs in on
   a fresh one.  On a failed path that login is the recovery probe: a new one starts
@@ -41,6 +46,8 @@ DEFAULT_HEALTH = HealthConfig(
 )
 SAMPLE = 0.1
 RETRY = 0.25  # a new login on a failed path this often
+PING_RTTS = 4.0  # a heartbeat waits at least this many of its path's round trips ...
+LOGIN_RTTS = 8.0  # ... and a heartbeat session's login this many (TCP, two login phases)
 
 
 class Pinger(Protocol):
@@ -70,6 +77,7 @@ class _Watch:
     failed_progress: float = 0.0  # last progress before the failure
     real: int = 0  # bytes of completed commands at the last sample
     logins: set[asyncio.Future[Pinger]] = field(default_factory=set)  # under way
+    rtt: float = 0.0  # the path's round trip, seconds, as its streams last measured it
 
 
 class Actions(Protocol):
@@ -78,6 +86,8 @@ class Actions(Protocol):
     def path_counter(self, path: str) -> int: ...
 
     def path_busy(self, path: str) -> bool: ...
+
+    def path_rtt(self, path: str) -> float | None: ...
 
     def fail_path(self, path: str, reason: str) -> set[int]: ...
 
@@ -144,6 +154,10 @@ class PathMonitor:
                 w.counter += 1  # idle: nothing to progress on, not suspect
             if real > w.real:
                 w.real, w.last_progress = real, now
+            rtt = self.actions.path_rtt(path)
+            if rtt is not None:
+                w.rtt = rtt
+                self.health.set_rtt(path, now, rtt)
             self.health.progress(path, now, real + w.counter)
             if w.moved:
                 w.moved = self.actions.still_queued(w.moved)
@@ -161,7 +175,7 @@ class PathMonitor:
     async def heartbeat_once(self, path: str) -> bool:
         """One heartbeat on ``path``: a ping on its session, logging in first if needed."""
         w = self.watch[path]
-        timeout = self.config.hbspan
+        timeout = self._wait(path, PING_RTTS)
         ok = True
         try:
             if w.pinger is None:
@@ -186,14 +200,19 @@ class PathMonitor:
             interval = RETRY if probing else self.config.hbspan
             await asyncio.sleep(max(0.0, interval - (self.clock() - started)))
 
+    def _wait(self, path: str, rtts: float) -> float:
+        """``hbspan``, or ``rtts`` of the path's round trips when that is longer (a ping
+        waits behind its path's queue; a login is several round trips)."""
+        return max(self.config.hbspan, rtts * self.watch[path].rtt)
+
     async def _login(self, path: str, w: _Watch) -> Pinger:
         """A heartbeat session on ``path``.  Starts a login and waits for it (``hbspan``,
         or ``RETRY`` on a failed path, whose earlier logins keep going meanwhile)."""
-        hbspan = self.config.hbspan
-        w.logins.add(asyncio.ensure_future(asyncio.wait_for(self.opener(path), 3 * hbspan)))
+        wait = self._wait(path, LOGIN_RTTS)
+        w.logins.add(asyncio.ensure_future(asyncio.wait_for(self.opener(path), 3 * wait)))
         failed = self.health.state(path) is PathState.FAILED
         done, _ = await asyncio.wait(
-            w.logins, timeout=RETRY if failed else hbspan, return_when=asyncio.FIRST_COMPLETED
+            w.logins, timeout=RETRY if failed else wait, return_when=asyncio.FIRST_COMPLETED
         )
         w.logins -= done
         opened = [t.result() for t in done if not t.cancelled() and t.exception() is None]

@@ -154,6 +154,41 @@ def test_thresholds_are_configurable() -> None:
     assert event.at >= 0.6  # silent >= 0.5 s, and only once A passed 50 units
 
 
+def test_a_far_path_still_starting_is_given_its_round_trips() -> None:
+    """A 350 ms path whose streams are still logging in and in slow start is not failed
+    because a near path already completes commands: 16 round trips before its first
+    progress, then 4 (the SC2003 paths at 350 ms, failed in 1.25 s before)."""
+    health = two_paths(HealthConfig(ft_hthresh=5, slow_tout=1.0))
+    health.set_rtt("B", 0.0, 0.35)
+    assert health.silence_limit("B") == pytest.approx(16 * 0.35)
+    assert drive(health, 0.0, 5.5, 0.1, ["A"]) == []
+    (event,) = drive(health, 5.6, 6.0, 0.1, ["A"])
+    assert (event.path, event.new) == ("B", PathState.FAILED)
+
+
+def test_a_far_path_that_ran_is_silent_after_four_round_trips() -> None:
+    health = two_paths(HealthConfig(ft_hthresh=5, slow_tout=1.0))
+    health.set_rtt("B", 0.0, 0.35)
+    drive(health, 0.0, 2.0, 0.1, ["A", "B"])
+    assert health.silence_limit("B") == pytest.approx(4 * 0.35)
+    assert drive(health, 2.1, 3.3, 0.1, ["A"]) == []  # 1.3 s: under 4 round trips
+    (event,) = drive(health, 3.4, 3.6, 0.1, ["A"])
+    assert (event.path, event.new) == ("B", PathState.FAILED)
+
+
+def test_a_slow_path_is_judged_on_its_usual_gap_between_completions() -> None:
+    """A path that completes a command every second (a deep queue on a thin link) is
+    silent after 4 of its gaps, not after slow_tout."""
+    health = two_paths(HealthConfig(ft_hthresh=5, slow_tout=1.0))
+    for i in range(1, 11):
+        health.progress("B", float(i), i)
+    drive(health, 10.0, 13.9, 0.1, ["A"])
+    assert health.state("B") is PathState.UP
+    assert health.silence_limit("B") == pytest.approx(4.0)
+    (event,) = drive(health, 14.0, 14.2, 0.1, ["A"])
+    assert (event.path, event.new) == ("B", PathState.FAILED)
+
+
 def test_default_config_is_the_papers() -> None:
     config = HealthConfig()
     assert (config.ft_hthresh, config.ft_lthresh, config.hbweight) == (10, 1, 3)
@@ -162,7 +197,13 @@ def test_default_config_is_the_papers() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"ft_lthresh": 10}, {"slow_tout": 0.0}, {"hbweight": 0}, {"hb_miss_limit": 0}],
+    [
+        {"ft_lthresh": 10},
+        {"slow_tout": 0.0},
+        {"hbweight": 0},
+        {"hb_miss_limit": 0},
+        {"rtt_factor": -1},
+    ],
 )
 def test_invalid_config_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):

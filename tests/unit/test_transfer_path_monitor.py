@@ -33,6 +33,9 @@ class Net:
     def path_busy(self, path: str) -> bool:
         return True
 
+    def path_rtt(self, path: str) -> float | None:
+        return None  # not known: the monitor keeps its configured times
+
     def fail_path(self, path: str, reason: str) -> set[int]:
         return set()
 
