@@ -188,6 +188,11 @@ class Queues:
         self.steals += 1
         return self.plan.extent(self.lanes[victim].pop())
 
+    def queued(self, pair: int) -> int:
+        """How many extents are still queued for ``pair``."""
+        retry = sum(self.plan.extent(i).pair == pair for i in self.retry)
+        return retry + sum(len(self.lanes[s]) for s in self.plan.streams_of(pair))
+
     def requeue(self, extents: Iterable[Extent]) -> None:
         """Extents a failed stream held go back, ahead of everything else."""
         self.retry.extend(sorted(e.id for e in extents))

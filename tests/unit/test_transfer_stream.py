@@ -260,3 +260,53 @@ def test_extents_of_a_lost_stream_stay_in_flight_until_done_elsewhere() -> None:
     after_loss, at_end, source, dest = asyncio.run(main())
     assert 0 in after_loss  # half written: resending it sends bytes twice
     assert at_end == set() and dest == source
+
+
+def test_a_slow_stream_leaves_the_last_extents_to_a_fast_one() -> None:
+    """Earliest completion first: at the tail, the slow stream (15x slower here) stops
+    taking extents it would finish after the fast one has done everything."""
+    _, _, stats, _, done = asyncio.run(run([0.002, 0.03], 60))
+    assert sorted(done) == list(range(60))
+    fast, slow = stats[0].extents, stats[1].extents
+    assert fast + slow == 60
+    assert slow <= 6, (fast, slow)  # its share of the rate is 60/16 = 3.75 extents
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_dispatcher_defers_a_slow_stream_only_near_the_end() -> None:
+    """Stream 1 completes at a tenth of stream 0's rate: with 40 extents left it takes
+    (it finishes one long before the pair ends), with 2 left it waits."""
+    plan = make_plan(
+        0, 50 * EXTENT, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2)
+    )
+    clock = Clock()
+    dispatcher = Dispatcher(Queues(plan), 2, clock=clock)
+
+    async def main() -> list[bool]:
+        a = await dispatcher.take(0)
+        b = await dispatcher.take(1)
+        assert a is not None and b is not None
+        clock.now = 1.0
+        dispatcher.done(0, a)  # stream 0: one extent a second
+        for _ in range(9):
+            extent = await dispatcher.take(0)
+            assert extent is not None
+            dispatcher.done(0, extent)
+        clock.now = 10.0
+        dispatcher.done(1, b)  # stream 1: one extent in ten seconds
+        early = dispatcher._worth(1)
+        while dispatcher.queues.queued(0) > 2:
+            extent = await dispatcher.take(0)
+            assert extent is not None
+            dispatcher.done(0, extent)
+        return [early, dispatcher._worth(1), dispatcher._worth(0)]
+
+    assert asyncio.run(main()) == [True, False, True]
+    assert dispatcher.deferred == 1
