@@ -113,9 +113,11 @@ class Dispatcher:
                         self.first_take[stream] = self.clock()
                     return extent
             plan = self.queues.plan
-            if not any(self.held[i] for i in plan.streams_of(plan.pair_of(stream))):
-                if not self.queues.queued(plan.pair_of(stream)):
-                    return None  # nothing left, and nothing of this pair can come back
+            pair = plan.pair_of(stream)
+            if not self.queues.queued(pair) and not any(
+                self.held[i] for i in plan.streams_of(pair)
+            ):
+                return None  # nothing left, and nothing of this pair can come back
             self._changed.clear()
             with contextlib.suppress(TimeoutError):  # rates change: look again
                 await asyncio.wait_for(self._changed.wait(), RECHECK_S)
