@@ -56,6 +56,7 @@ from reservoir.agent.transfer._stream import (
     StreamStats,
     StreamWorker,
     VerifyError,
+    extents_to_fill,
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
@@ -446,6 +447,7 @@ class Run:
             self.options.depth,
             self.options.verify,
             self.options.verify_retries,
+            extents_to_fill(self.options.depth, self.options.piece_size, self.plan.extent_size),
         )
         return StreamWorker(
             self.stats[index], source, dest, self.dispatcher, settings, self._on_done

@@ -3,8 +3,8 @@
 A stream keeps its connection busy across extent boundaries: up to ``depth``
 ``piece``-sized commands are in flight on it at any time, for up to
 ``extents_in_flight`` extents (the next extent's writes go out while the previous
-one is being verified), and one extent is read ahead of the network, so memory stays
-within ``extents_in_flight + 2`` extents per stream.  Verification asks the
+one is being verified), and one extent is read ahead of the network, so a stream
+holds at most ``extents_in_flight + 1`` extents.  Verification asks the
 destination for its digest of the range (HASH RANGE on our target) and reads the
 extent back only where the destination cannot hash.  The :class:`Dispatcher` knows
 which extents every stream holds: when a stream's session fails for good they go
@@ -61,6 +61,12 @@ class Settings:
     verify: bool = True
     retries: int = 3
     extents_in_flight: int = 2  # written, not yet verified
+
+
+def extents_to_fill(depth: int, piece: int, extent_size: int) -> int:
+    """Extents a stream carries at once: enough for ``depth`` commands of ``piece``
+    bytes to be in flight while one of them is being verified (2 at least)."""
+    return max(2, -(-depth * piece // max(1, extent_size)) + 1)
 
 
 class Dispatcher:
@@ -182,6 +188,7 @@ class StreamWorker:
         default_factory=lambda: asyncio.Queue(maxsize=1)
     )
     _window: asyncio.Semaphore | None = None
+    _ahead: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     _spare: list[bytearray] = field(default_factory=list)  # extent buffers to reuse
     _busy: int = 0  # extents being carried
     _busy_since: float = 0.0
@@ -203,7 +210,14 @@ class StreamWorker:
             self.dispatcher.fail(self.stats.index)
 
     async def _read_ahead(self) -> None:
-        while (extent := await self.dispatcher.take(self.stats.index)) is not None:
+        """Takes the next extent only once the one read ahead before it is being
+        carried: a stream holds at most ``extents_in_flight + 1`` extents, so a slow
+        one does not sit on extents a faster one could carry at the end of a copy."""
+        while True:
+            await self._ahead.acquire()
+            extent = await self.dispatcher.take(self.stats.index)
+            if extent is None:
+                break
             data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
             await self._queue.put((extent, data))
         await self._queue.put(None)
@@ -212,6 +226,7 @@ class StreamWorker:
         slots = asyncio.Semaphore(self.settings.extents_in_flight)
         while (item := await self._queue.get()) is not None:
             await slots.acquire()
+            self._ahead.release()  # carried now: the next one may be taken and read
             carrier = group.create_task(self._carry(*item))
             carrier.add_done_callback(lambda _: slots.release())
 

@@ -16,6 +16,7 @@ from reservoir.agent.transfer._stream import (
     StreamWorker,
     VerifyError,
     digest,
+    extents_to_fill,
 )
 
 BLOCK = 512
@@ -87,6 +88,7 @@ async def run(
     settings: Settings | None = None,
     sinks: list[Memory] | None = None,
     lost_source: int | None = None,
+    seen: list[Dispatcher] | None = None,
 ) -> tuple[bytes, bytearray, list[StreamStats], list[float], dict[int, bytes]]:
     size = extents * EXTENT
     source = os.urandom(size)
@@ -95,6 +97,8 @@ async def run(
         0, size, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", len(delays))
     )
     dispatcher = Dispatcher(Queues(plan), len(delays))
+    if seen is not None:
+        seen.append(dispatcher)
     done: dict[int, bytes] = {}
     finish = [0.0] * len(delays)
     loop = asyncio.get_running_loop()
@@ -265,11 +269,12 @@ def test_extents_of_a_lost_stream_stay_in_flight_until_done_elsewhere() -> None:
 def test_a_slow_stream_leaves_the_last_extents_to_a_fast_one() -> None:
     """Earliest completion first: at the tail, the slow stream (15x slower here) stops
     taking extents it would finish after the fast one has done everything."""
-    _, _, stats, _, done = asyncio.run(run([0.002, 0.03], 60))
-    assert sorted(done) == list(range(60))
+    seen: list[Dispatcher] = []
+    source, dest, stats, _, done = asyncio.run(run([0.002, 0.03], 60, seen=seen))
+    assert dest == source and sorted(done) == list(range(60))
     fast, slow = stats[0].extents, stats[1].extents
-    assert fast + slow == 60
-    assert slow <= 6, (fast, slow)  # its share of the rate is 60/16 = 3.75 extents
+    assert fast + slow == 60 and fast > slow
+    assert seen[0].deferred > 0  # the slow stream left extents to the fast one
 
 
 class Clock:
@@ -310,3 +315,10 @@ def test_the_dispatcher_defers_a_slow_stream_only_near_the_end() -> None:
 
     assert asyncio.run(main()) == [True, False, True]
     assert dispatcher.deferred == 1
+
+
+def test_a_stream_carries_enough_extents_to_fill_its_command_window() -> None:
+    assert extents_to_fill(8, 1 << 20, 8 << 20) == 2  # one extent fills it
+    assert extents_to_fill(8, 1 << 20, 64 << 20) == 2
+    assert extents_to_fill(8, 1 << 20, 2 << 20) == 5  # 4 extents + 1 being verified
+    assert extents_to_fill(8, 1 << 20, 1 << 20) == 9
