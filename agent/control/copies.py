@@ -37,7 +37,7 @@ from reservoir.agent.control.models import (
     ProgressPublic,
 )
 from reservoir.agent.control.nic_pacing import NicPacer
-from reservoir.agent.control.telemetry import read_tail
+from reservoir.agent.control.telemetry import read_tail, tail_json
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
@@ -220,6 +220,11 @@ class CopyManager:
     def telemetry(self, copy_id: str, limit: int = 100) -> list[Record]:
         self.get(copy_id)
         return read_tail(self.telemetry_path(copy_id), limit)
+
+    def telemetry_json(self, copy_id: str, limit: int = 100) -> bytes:
+        """:meth:`telemetry` as the JSON array the API serves."""
+        self.get(copy_id)
+        return tail_json(self.telemetry_path(copy_id), limit)
 
     # ------------------------------------------------------------ transitions
 

@@ -991,6 +991,18 @@ class Framer:
         """Bytes received and not yet returned as a PDU."""
         return len(self.buf) - self.pos
 
+    def missing(self) -> int:
+        """Bytes still to come of the PDU whose header has arrived; 0 when no such PDU
+        is under way (nothing pending, or not even its header yet)."""
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos < BHS_LEN:
+            return 0
+        data_len = int.from_bytes(buf[pos + 5 : pos + 8], "big")
+        hd = DIGEST_LEN if self.header_digest else 0
+        dd = DIGEST_LEN if (self.data_digest and data_len) else 0
+        end = pos + BHS_LEN + buf[pos + 4] * 4 + hd + ((data_len + 3) & ~3) + dd
+        return max(0, end - len(buf))
+
     def next(self) -> tuple[bytes, bytes, bytes] | None:
         buf, pos = self.buf, self.pos
         if len(buf) - pos < BHS_LEN:

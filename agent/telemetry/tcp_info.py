@@ -30,7 +30,14 @@ import socket
 import struct
 from dataclasses import dataclass, fields
 
-__all__ = ["TCP_INFO_MAX_LEN", "TcpInfo", "known_field_names", "parse_tcp_info", "sample"]
+__all__ = [
+    "TCP_INFO_MAX_LEN",
+    "TcpInfo",
+    "known_field_names",
+    "parse_tcp_info",
+    "rtt_us",
+    "sample",
+]
 
 #: Buffer length asked of getsockopt: larger than any ``struct tcp_info`` so far (280 in 6.18).
 TCP_INFO_MAX_LEN = 512
@@ -172,12 +179,20 @@ class TcpInfo:
         return self.snd_cwnd * self.snd_mss
 
 
+_UNPACKERS = tuple(
+    (name, struct.Struct("=" + fmt), offset, offset + struct.calcsize("=" + fmt))
+    for name, fmt, offset in _FIELDS
+)
+_RTT = struct.Struct("=I")
+_RTT_OFFSET = 68
+
+
 def _field_values(raw: bytes) -> dict[str, int]:
     values: dict[str, int] = {}
-    for name, fmt, offset in _FIELDS:
-        if offset + struct.calcsize("=" + fmt) > len(raw):
+    for name, unpacker, offset, end in _UNPACKERS:
+        if end > len(raw):
             break  # fields are in offset order: nothing later can be present
-        (values[name],) = struct.unpack_from("=" + fmt, raw, offset)
+        (values[name],) = unpacker.unpack_from(raw, offset)
     if len(raw) > _WSCALE_OFFSET:
         values["snd_wscale"] = raw[_WSCALE_OFFSET] & 0x0F
         values["rcv_wscale"] = raw[_WSCALE_OFFSET] >> 4
@@ -192,6 +207,13 @@ def parse_tcp_info(raw: bytes) -> TcpInfo:
 def sample(sock: socket.socket) -> TcpInfo:
     """Read and parse TCP_INFO of a TCP socket; raises :class:`OSError` if it is closed."""
     return parse_tcp_info(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_MAX_LEN))
+
+
+def rtt_us(sock: socket.socket) -> int:
+    """The socket's smoothed RTT (microseconds) alone: what a path monitor reads at
+    10 Hz per stream, without parsing the rest; raises :class:`OSError` if closed."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _RTT_OFFSET + _RTT.size)
+    return _RTT.unpack_from(raw, _RTT_OFFSET)[0] if len(raw) >= _RTT_OFFSET + 4 else 0
 
 
 def known_field_names() -> tuple[str, ...]:

@@ -491,7 +491,7 @@ class Run:
             if sock is None:
                 continue
             try:
-                rtt = tcp_info.sample(sock).rtt
+                rtt = tcp_info.rtt_us(sock)
             except OSError:  # closed meanwhile
                 continue
             if rtt:

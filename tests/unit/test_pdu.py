@@ -224,3 +224,19 @@ def test_decode_of_arbitrary_bytes_raises_only_pdu_error(blob: bytes) -> None:
             P.decode(*frame)
     except P.PduError:
         pass
+
+
+def test_the_framer_says_how_much_of_a_pdu_under_way_is_missing() -> None:
+    """What the target waits for in one wakeup (SO_RCVLOWAT): the rest of the PDU whose
+    header has arrived, padding and digests included; 0 before a header."""
+    data = bytes(range(256)) * 4 + b"x"  # 1025 bytes: 3 of padding
+    wire = P.encode_bytes(P.NopOut(itt=1, data=data), data_digest=True)
+    assert len(wire) == 48 + 1028 + 4
+    f = P.Framer(data_digest=True)
+    assert f.missing() == 0
+    f.feed(wire[:20])
+    assert f.missing() == 0  # no whole header yet
+    f.feed(wire[20:100])
+    assert f.missing() == len(wire) - 100
+    f.feed(wire[100:])
+    assert f.missing() == 0 and f.next() is not None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import struct
 
 import pytest
 
-from reservoir.agent.telemetry import TcpInfo, known_field_names, parse_tcp_info
+from reservoir.agent.telemetry import TcpInfo, known_field_names, parse_tcp_info, tcp_info
 
 
 def group(fmt: str, *names: str) -> list[tuple[str, str]]:
@@ -119,3 +120,14 @@ def test_tcp_info_is_frozen() -> None:
     with pytest.raises(AttributeError):
         info.rtt = 1  # type: ignore[misc]
     assert isinstance(info, TcpInfo)
+
+
+def test_the_rtt_alone_is_the_parsed_rtt_of_a_live_socket() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        peer, _ = server.accept()
+        with client, peer:
+            client.sendall(b"x" * 4096)
+            peer.recv(4096)
+            rtt = tcp_info.rtt_us(client)
+            assert rtt > 0 and rtt == tcp_info.sample(client).rtt

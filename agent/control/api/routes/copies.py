@@ -146,12 +146,14 @@ async def cancel_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
         return copy_public(await manager.cancel(copy_id), manager.pacer)
 
 
-@router.get("/{copy_id}/telemetry")
+@router.get("/{copy_id}/telemetry", response_model=list[Record])
 async def copy_telemetry(
     copy_id: CopyId, manager: ManagerDep, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
-) -> list[Record]:
+) -> Response:
+    """The newest ``limit`` records, oldest first (the file's own JSON lines: served
+    twice a second per running copy, they are not decoded and encoded again)."""
     _job(manager, copy_id)
-    return manager.telemetry(copy_id, limit)
+    return Response(manager.telemetry_json(copy_id, limit), media_type="application/json")
 
 
 @router.put("/{copy_id}/caps")
