@@ -37,7 +37,7 @@ from reservoir.agent.control.models import (
     ProgressPublic,
 )
 from reservoir.agent.control.nic_pacing import NicPacer
-from reservoir.agent.control.telemetry import read_tail, tail_json
+from reservoir.agent.control.telemetry import TelemetryTail, read_tail
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
@@ -170,6 +170,7 @@ class CopyManager:
         telemetry_interval: float = 0.5,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self._tails = TelemetryTail()
         self.copy_fn = copy_fn
         self.telemetry_interval = telemetry_interval
         self.jobs: dict[str, CopyJob] = {}
@@ -224,7 +225,7 @@ class CopyManager:
     def telemetry_json(self, copy_id: str, limit: int = 100) -> bytes:
         """:meth:`telemetry` as the JSON array the API serves."""
         self.get(copy_id)
-        return tail_json(self.telemetry_path(copy_id), limit)
+        return self._tails.json(self.telemetry_path(copy_id), limit)
 
     # ------------------------------------------------------------ transitions
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from reservoir.agent.control import telemetry
 
 
@@ -40,3 +42,28 @@ def test_the_served_json_is_the_files_own_lines(tmp_path: Path) -> None:
 def test_a_missing_file_has_no_records(tmp_path: Path) -> None:
     assert telemetry.read_tail(tmp_path / "none.jsonl", 10) == []
     assert telemetry.tail_json(tmp_path / "none.jsonl", 10) == b"[]"
+
+
+def test_each_line_is_checked_once_across_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.jsonl"
+    write(path, 100)
+    checks: list[bytes] = []
+    parses = telemetry._parses
+
+    def counted(line: bytes) -> bool:
+        checks.append(line)
+        return parses(line)
+
+    monkeypatch.setattr(telemetry, "_parses", counted)
+    tail = telemetry.TelemetryTail()
+    assert [r["n"] for r in json.loads(tail.json(path, 50))] == list(range(50, 100))
+    assert len(checks) == 50
+    with open(path, "ab") as f:
+        f.write(b'{"n": 100, "torn\n{"n": 101}\n')
+    got = json.loads(tail.json(path, 50))
+    assert [r["n"] for r in got] == [*range(52, 100), 101]  # the torn line left out
+    assert len(checks) == 52  # only the two new lines were parsed
+    path.write_bytes(b'{"n": 7}\n')  # replaced: checked afresh
+    assert json.loads(tail.json(path, 50)) == [{"n": 7}]
