@@ -95,13 +95,14 @@ class Connection(asyncio.Protocol):
         want = want if want >= RCVLOWAT_MIN else 1
         if want == self._lowat or self._lowat < 0 or self.transport is None:
             return
-        sock = self.transport.get_extra_info("socket")
+        setsockopt = getattr(self.transport.get_extra_info("socket"), "setsockopt", None)
         try:
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
-                self._lowat = want
+            if setsockopt is None:
+                raise OSError("no socket")
+            setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            self._lowat = want
         except OSError:
-            self._lowat = -1  # not settable here: leave it
+            self._lowat = -1  # not settable here (no socket, or not TCP): leave it
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

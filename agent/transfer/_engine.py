@@ -56,7 +56,6 @@ from reservoir.agent.transfer._stream import (
     StreamStats,
     StreamWorker,
     VerifyError,
-    extents_to_fill,
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
@@ -447,7 +446,6 @@ class Run:
             self.options.depth,
             self.options.verify,
             self.options.verify_retries,
-            extents_to_fill(self.options.depth, self.options.piece_size, self.plan.extent_size),
         )
         return StreamWorker(
             self.stats[index], source, dest, self.dispatcher, settings, self._on_done

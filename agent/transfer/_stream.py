@@ -14,7 +14,6 @@ back to the queues and the other streams carry them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -61,12 +60,6 @@ class Settings:
     verify: bool = True
     retries: int = 3
     extents_in_flight: int = 2  # written, not yet verified
-
-
-def extents_to_fill(depth: int, piece: int, extent_size: int) -> int:
-    """Extents a stream carries at once: enough for ``depth`` commands of ``piece``
-    bytes to be in flight while one of them is being verified (2 at least)."""
-    return max(2, -(-depth * piece // max(1, extent_size)) + 1)
 
 
 class Dispatcher:
@@ -125,8 +118,13 @@ class Dispatcher:
             ):
                 return None  # nothing left, and nothing of this pair can come back
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):  # rates change: look again
-                await asyncio.wait_for(self._changed.wait(), RECHECK_S)
+            # rates change with time too: look again after RECHECK_S (a timer, not
+            # wait_for, which in 3.11 may swallow the cancellation of a failed stream)
+            recheck = asyncio.get_running_loop().call_later(RECHECK_S, self._changed.set)
+            try:
+                await self._changed.wait()
+            finally:
+                recheck.cancel()
 
     def rate(self, stream: int) -> float | None:
         """Bytes per second of the extents the stream completed; None before one."""

@@ -16,7 +16,6 @@ from reservoir.agent.transfer._stream import (
     StreamWorker,
     VerifyError,
     digest,
-    extents_to_fill,
 )
 
 BLOCK = 512
@@ -315,10 +314,3 @@ def test_the_dispatcher_defers_a_slow_stream_only_near_the_end() -> None:
 
     assert asyncio.run(main()) == [True, False, True]
     assert dispatcher.deferred == 1
-
-
-def test_a_stream_carries_enough_extents_to_fill_its_command_window() -> None:
-    assert extents_to_fill(8, 1 << 20, 8 << 20) == 2  # one extent fills it
-    assert extents_to_fill(8, 1 << 20, 64 << 20) == 2
-    assert extents_to_fill(8, 1 << 20, 2 << 20) == 5  # 4 extents + 1 being verified
-    assert extents_to_fill(8, 1 << 20, 1 << 20) == 9
