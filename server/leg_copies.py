@@ -17,7 +17,9 @@ else the agent's first NIC address and port 3260:
 
 Paths (one destination only, the engine reaches several destinations at their own
 URLs): each link of the leg gives ``LOCAL=REMOTE:PORT`` with the source agent's NIC
-address on that link, the destination agent's NIC address on it and the portal's port.
+address on that link, the destination agent's NIC address on it and the portal's port;
+one entry per stream, the links dealt in proportion to their capacities
+(``placement.py``), so the agent runs stream i on ``paths[i]``.
 Such a copy also carries the transfer's pacing plan as its initial ``caps``
 (``pacing.py``).
 
@@ -36,6 +38,7 @@ from sqlalchemy.orm import Session
 
 from reservoir.server.agent_client import AgentRef
 from reservoir.server.pacing import copy_caps, link_sharing
+from reservoir.server.placement import placement
 from reservoir.server.tables import Agent, AgentVolume, Link, Transfer, TransferLeg, VolumeSet
 
 __all__ = [
@@ -181,7 +184,10 @@ def _request(
     else:
         chosen = [links[i] for i in _chosen(legs, links)]
         if not mptcp:
-            body["paths"] = link_paths(chosen, first.source_volume, first.dest_volume)
+            paths = link_paths(chosen, first.source_volume, first.dest_volume)
+            on = placement([link.capacity_bps for link in chosen], first.streams)
+            dealt = on != [i % len(paths) for i in range(len(on))]
+            body["paths"] = [paths[i] for i in on] if dealt else paths
         caps = copy_caps(
             transfer.pacing_policy,
             transfer.pacing_margin,

@@ -36,6 +36,7 @@ from typing import Any
 
 from reservoir.pacing import NicSpec, PacingPlan, StreamSpec
 from reservoir.server.models import PacingPolicy
+from reservoir.server.placement import placement
 from reservoir.server.probe import recommended_nic_rates
 from reservoir.server.tables import Agent, Link
 
@@ -79,7 +80,8 @@ def plan_for(
         for name, bps in shares.items()
     ]
     path_nics = [source_nic(link, agent) for link in links]
-    stream_specs = [StreamSpec(str(i), path_nics[i % len(links)]) for i in range(streams)]
+    on = placement([link.capacity_bps for link in links], streams)
+    stream_specs = [StreamSpec(str(i), path_nics[on[i]]) for i in range(streams)]
     return PacingPlan(nics, stream_specs, bottleneck_bps=total, margin=1 - margin)
 
 

@@ -78,7 +78,12 @@ class CopyBase(Strict):
     )
     streams: int = Field(default=4, ge=1, le=256)
     extent_size: int = Field(default=64 << 20, ge=4096, le=1 << 34)
-    paths: list[str] = Field(default_factory=list, max_length=64)
+    paths: list[str] = Field(
+        default_factory=list,
+        max_length=256,
+        description="LOCAL=REMOTE[:PORT]; stream i runs on paths[i % len(paths)] (a path may "
+        "repeat: the coordinator deals streams to links in proportion to their capacity)",
+    )
     verify: bool = True
     range: RangeModel | None = None
     congestion: str | None = Field(

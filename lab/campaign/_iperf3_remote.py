@@ -1,7 +1,8 @@
 """One iperf3 run on a registered network: through the agents' control API, by way of
 the coordinator (``/agents/{id}/iperf/...``).
 
-As in the lab (``_iperf3_run.py``) stream i goes over path i mod k: per path, a one-shot
+As in the lab (``_iperf3_run.py``) the streams are dealt to the paths as the coordinator
+deals a copy's (in proportion to capacity): per path, a one-shot
 server on the destination agent bound to its address on the link, then a client run on
 the source agent bound to its own, with that path's share of the streams, the
 scenario's congestion control and duration. ``per-nic`` pacing has the source agent

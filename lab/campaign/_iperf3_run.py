@@ -1,12 +1,14 @@
 """One iperf3 run: memory to memory over the campaign's paths (design section 5).
 
-Stream i goes over path i mod k, as reservoir's streams do: one ``iperf3 -s -1`` in the
-destination per path, bound to its address there, and one client in the source per
-path, bound to its address, with that path's share of the streams (``-P``), the
-scenario's ``-C`` and ``-t``, and ``-J`` for per-second, per-stream figures. Pacing
-``per-nic`` puts the pacing component's qdisc on every source NIC for the run;
-``per-socket`` gives every stream ``--fq-rate`` (its share of the NIC's rate, on the
-payload scale). CPU: the iperf3 processes' user + system time (RUSAGE_CHILDREN).
+The streams are dealt to the paths as the coordinator deals a copy's
+(``server/placement.py``: in proportion to capacity; i mod k on equal paths): one
+``iperf3 -s -1`` in the destination per path, bound to its address there, and one
+client in the source per path, bound to its address, with that path's share of the
+streams (``-P``), the scenario's ``-C`` and ``-t``, and ``-J`` for per-second,
+per-stream figures. Pacing ``per-nic`` puts the pacing component's qdisc on every
+source NIC for the run; ``per-socket`` gives every stream ``--fq-rate`` (its share of
+the NIC's rate, on the payload scale). CPU: the iperf3 processes' user + system time
+(RUSAGE_CHILDREN).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from reservoir.lab.campaign._telemetry import (
 )
 from reservoir.lab.campaign._timeline import PAYLOAD, Timeline, nic_rates, sampler
 from reservoir.lab.peers import stop_process
+from reservoir.server.placement import placement
 
 __all__ = ["run_iperf3"]
 
@@ -61,10 +64,10 @@ class Leg:
 def legs(place: Paths, streams: int) -> list[Leg]:
     if place.loopback:
         return [Leg(None, LOOPBACK_ADDR, LOOPBACK_ADDR, BASE_PORT, streams)]
-    k = len(place.paths)
+    on = placement([p.rate_bps for p in place.paths], streams)  # as the coordinator deals
     out = []
     for i, p in enumerate(place.paths):
-        n = len(range(i, streams, k))
+        n = on.count(i)
         if n:
             out.append(Leg(p.name, p.src_addr, p.dst_addr, BASE_PORT + i, n))
     return out

@@ -66,6 +66,11 @@ def test_iperf3_streams_go_round_the_paths_like_reservoirs() -> None:
     assert [g.path for g in legs(place(500e6, 500e6), 1)] == ["l1"]
 
 
+def test_iperf3_streams_are_dealt_by_capacity_like_a_copys() -> None:
+    got = legs(place(585e6, 293e6, 122e6), 24)
+    assert [(g.path, g.streams) for g in got] == [("l1", 14), ("l2", 7), ("l3", 3)]
+
+
 def test_loopback_iperf3_is_one_client_on_127_0_0_1() -> None:
     (leg,) = legs(Place(cast("Lab", None), "local", "local", []), 8)
     assert (leg.path, leg.src, leg.dst, leg.streams) == (None, "127.0.0.1", "127.0.0.1", 8)

@@ -79,14 +79,19 @@ def test_per_nic_pacing_gives_each_nic_its_link_share_less_the_margin(world: Wor
 
 def test_per_socket_pacing_splits_the_nic_rate_over_its_streams(world: World) -> None:
     two_links(world, pacing={"policy": "per-socket", "margin": 0.1})
-    caps = started_copy(world)["caps"]
-    # streams 0 and 2 run on l1 (e1), 1 and 3 on l2 (e2)
+    copy = started_copy(world)
+    caps = copy["caps"]
+    assert [p.partition("=")[0] for p in copy["paths"]] == ["10.1.0.1"] * 2 + [
+        "10.2.0.1",
+        "10.1.0.1",
+    ]  # one path a stream: the agent runs stream i on paths[i]
+    # streams dealt in proportion to capacity (placement.py): 0, 1 and 3 on l1 (e1), 2 on l2
     payload = 1448 / 1514  # the NIC rate counts frames, SO_MAX_PACING_RATE payload
-    half_l1, half_l2 = 0.9 * GBIT / 2 / 8 * payload, 0.9 * GBIT / 4 / 8 * payload
+    third_l1, all_l2 = 0.9 * GBIT / 3 / 8 * payload, 0.9 * GBIT / 2 / 8 * payload
     rates = caps["stream_pacing_rates"]
     assert set(rates) == {"0", "1", "2", "3"}
-    assert rates["0"] == rates["2"] == pytest.approx(half_l1, abs=1)
-    assert rates["1"] == rates["3"] == pytest.approx(half_l2, abs=1)
+    assert rates["0"] == rates["1"] == rates["3"] == pytest.approx(third_l1, abs=1)
+    assert rates["2"] == pytest.approx(all_l2, abs=1)
 
 
 def test_pacing_off_sends_no_caps(world: World) -> None:
