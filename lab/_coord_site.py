@@ -101,7 +101,7 @@ class AgentProc:
         return f"{self.addr}:{ISCSI_PORT}"
 
     def write_config(self) -> Path:
-        home = self.work / self.name
+        home = (self.work / self.name).resolve()  # the agent reads the paths below from home
         home.mkdir(exist_ok=True)
         lines = [
             "[agent]",

@@ -93,7 +93,8 @@ def run_main(
         print(f"{PROG}: cannot build the lab here: {why}", file=sys.stderr)
         return 1
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call otherwise
-    out = out if out is not None else default_out(campaign.name)
+    # absolute: the agents' configuration files name each other by path
+    out = (out if out is not None else default_out(campaign.name)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "log.txt", "a", buffering=1) as log:
 
