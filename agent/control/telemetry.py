@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reservoir.agent.telemetry import Record
 
-__all__ = ["TelemetryTail", "read_tail", "tail_json", "tail_lines"]
+__all__ = ["TelemetryTail", "read_tail", "tail_lines"]
 
 CHUNK = 64 << 10
 
@@ -97,8 +97,3 @@ def read_tail(path: Path, limit: int) -> list[Record]:
         if isinstance(record, dict):
             out.append(record)
     return out
-
-
-def tail_json(path: Path, limit: int) -> bytes:
-    """:func:`read_tail` as a JSON array of the file's own lines (every line checked)."""
-    return TelemetryTail().json(path, limit)

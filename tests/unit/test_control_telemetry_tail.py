@@ -29,19 +29,19 @@ def test_a_line_being_written_and_a_torn_one_are_left_out(tmp_path: Path) -> Non
     assert [r["n"] for r in telemetry.read_tail(path, 10)] == [0, 1, 2]
     path.write_bytes(b'{"n": 0}\n{"n": 1, {"torn\n{"n": 2}\n')
     assert telemetry.read_tail(path, 10) == [{"n": 0}, {"n": 2}]
-    assert json.loads(telemetry.tail_json(path, 10)) == [{"n": 0}, {"n": 2}]
+    assert json.loads(telemetry.TelemetryTail().json(path, 10)) == [{"n": 0}, {"n": 2}]
 
 
 def test_the_served_json_is_the_files_own_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(b'{"b":2,"a":1}\n{"c":3}\n')
-    assert telemetry.tail_json(path, 1) == b'[{"c":3}]'
-    assert telemetry.tail_json(path, 5) == b'[{"b":2,"a":1},{"c":3}]'
+    assert telemetry.TelemetryTail().json(path, 1) == b'[{"c":3}]'
+    assert telemetry.TelemetryTail().json(path, 5) == b'[{"b":2,"a":1},{"c":3}]'
 
 
 def test_a_missing_file_has_no_records(tmp_path: Path) -> None:
     assert telemetry.read_tail(tmp_path / "none.jsonl", 10) == []
-    assert telemetry.tail_json(tmp_path / "none.jsonl", 10) == b"[]"
+    assert telemetry.TelemetryTail().json(tmp_path / "none.jsonl", 10) == b"[]"
 
 
 def test_each_line_is_checked_once_across_polls(
