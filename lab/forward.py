@@ -132,6 +132,7 @@ class Forwarder:
         self.connect_timeout = connect_timeout
         self.server: asyncio.Server | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.writers: set[asyncio.StreamWriter] = set()  # both ends of every connection
         self.refused = 0  # connections the target did not accept
 
     @property
@@ -149,6 +150,9 @@ class Forwarder:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        for writer in list(self.writers):  # any a cancellation cut off before its close
+            await _close(writer)
+        self.writers.clear()
         if self.server is not None:
             await self.server.wait_closed()
 
@@ -156,12 +160,14 @@ class Forwarder:
         task = asyncio.current_task()
         assert task is not None
         self.tasks.add(task)
+        self.writers.add(writer)
         try:
             await self._serve(reader, writer)
         except asyncio.CancelledError:
             pass  # close(): end normally (the stream server reports a cancelled task)
         finally:
             writer.close()  # also when cancelled before the target answered
+            self.writers.discard(writer)
             self.tasks.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -179,10 +185,12 @@ class Forwarder:
             sock.setblocking(False)
             loop = asyncio.get_running_loop()
             await asyncio.wait_for(loop.sock_connect(sock, self.target), self.connect_timeout)
-            return await asyncio.open_connection(sock=sock)
+            far_reader, far_writer = await asyncio.open_connection(sock=sock)
         except BaseException:
             sock.close()
             raise
+        self.writers.add(far_writer)
+        return far_reader, far_writer
 
     async def _splice(
         self,
@@ -208,6 +216,7 @@ class Forwarder:
                 task.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
             await _close(far_writer)
+            self.writers.discard(far_writer)
             await _close(writer)
 
 

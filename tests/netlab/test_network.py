@@ -293,8 +293,10 @@ def test_dumbbell_routes_each_address_over_its_path_into_one_bottleneck() -> Non
         f"({total / expected:.3f} of {expected:.1f}); r's TBF on b: {' '.join(tbf.split())}"
     )
     assert len(rtt_near) == len(rtt_far) == 10
-    assert all(20 <= t <= 22 for t in rtt_near)
-    assert all(60 <= t <= 62 for t in rtt_far)
+    # never faster than the delay lines, and typically within 2 ms of them: one echo
+    # may wait on a busy machine, so the median, not every echo, is held to that
+    assert min(rtt_near) >= 20 and statistics.median(rtt_near) <= 22
+    assert min(rtt_far) >= 60 and statistics.median(rtt_far) <= 62
     # One 500 Mbit/s queue for both paths (two would give twice as much, 1.9+). The
     # receivers' per-second reports come out 1-8 % above 500 x 1448/1514 (their seconds
     # do not line up) while r's TBF counted 499.8 Mbit/s of frames: hence 1.2, not 1.0.
