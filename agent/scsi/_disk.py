@@ -44,6 +44,14 @@ async def read_blocks(st: LuState, lba: int, blocks: int) -> bytes:
         raise io_error(exc, UNRECOVERED_READ_ERROR, lba) from exc
 
 
+async def read_blocks_into(st: LuState, lba: int, buf: memoryview) -> None:
+    """Fills ``buf`` (whole blocks) from ``lba``."""
+    try:
+        await st.backend.readinto(lba * st.block_size, buf)
+    except OSError as exc:
+        raise io_error(exc, UNRECOVERED_READ_ERROR, lba) from exc
+
+
 async def store(st: LuState, lba: int, data: Buffer) -> None:
     """Writes whole blocks, as a shared (non-exclusive) user of the write gate."""
     gate = st.gate

@@ -17,18 +17,20 @@ A range past the capacity is LOGICAL BLOCK ADDRESS OUT OF RANGE and an I/O error
 MEDIUM ERROR / UNRECOVERED READ ERROR, as for READ. Data-In is 16 bytes: the
 XXH3-128 digest (canonical, big endian form) of the blocks as currently stored,
 unwritten (thin) ranges reading as zeros. The data is read and hashed 1 MiB at a
-time. For reservations it is a read: allowed wherever READ is.
+time, into two buffers in turn: the next read is under way while a chunk is
+hashed. For reservations it is a read: allowed wherever READ is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import Final
 
 import xxhash
 
 from ._cdb import HASH_RANGE
-from ._disk import read_blocks
+from ._disk import read_blocks_into
 from ._sense import invalid_field_in_cdb
 from ._state import LuState
 from ._types import ScsiCommand, ScsiResult, Status
@@ -53,9 +55,30 @@ async def hash_range(st: LuState, cmd: ScsiCommand) -> ScsiResult:
     bs = st.block_size
     if blocks * bs > MAX_HASH_BYTES:
         raise invalid_field_in_cdb(10)
-    digest = xxhash.xxh3_128()
+    return ScsiResult(Status.GOOD, await _digest(st, lba, blocks))
+
+
+async def _digest(st: LuState, lba: int, blocks: int) -> bytes:
+    bs = st.block_size
     step = max(1, CHUNK_BYTES // bs)
-    end = lba + blocks
-    for first in range(lba, end, step):
-        digest.update(await read_blocks(st, first, min(step, end - first)))
-    return ScsiResult(Status.GOOD, digest.digest())
+    chunks = [(first, min(step, lba + blocks - first)) for first in range(lba, lba + blocks, step)]
+    views = [memoryview(bytearray(step * bs)) for _ in range(min(2, len(chunks)))]
+    digest = xxhash.xxh3_128()
+    reads: list[asyncio.Task[None]] = []
+    try:
+        for i, (first, count) in enumerate(chunks):
+            if not reads:
+                reads.append(_read(st, first, views[i % 2][: count * bs]))
+            if i + 1 < len(chunks):
+                after, n = chunks[i + 1]
+                reads.append(_read(st, after, views[(i + 1) % 2][: n * bs]))
+            await reads.pop(0)
+            digest.update(views[i % 2][: count * bs])
+    finally:
+        for read in reads:
+            read.cancel()
+    return digest.digest()
+
+
+def _read(st: LuState, lba: int, buf: memoryview) -> asyncio.Task[None]:
+    return asyncio.ensure_future(read_blocks_into(st, lba, buf))

@@ -42,7 +42,8 @@ class ScsiCommand:
     """One SCSI command as delivered by the transport.
 
     ``data_out`` is the whole Data-Out buffer received; it may be shorter or
-    longer than the CDB implies. ``expected_in`` is the initiator's Expected Data
+    longer than the CDB implies, and the transport reuses its buffer once the
+    command has been executed: nothing may keep it. ``expected_in`` is the initiator's Expected Data
     Transfer Length for Data-In (the allocation length still comes from the CDB).
     """
 
@@ -85,6 +86,8 @@ class Backend(Protocol):
     def thin(self) -> bool: ...
 
     async def read(self, offset: int, length: int) -> bytes: ...
+
+    async def readinto(self, offset: int, buf: memoryview) -> None: ...
 
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None: ...
 

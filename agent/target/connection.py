@@ -1,7 +1,8 @@
 """One iSCSI connection on the target: framing, login phase, full feature phase.
 
-The connection is an asyncio Protocol.  Bytes go through a sans-IO
-:class:`~reservoir.agent.iscsi.pdu.Framer`; whole PDUs are handled by the
+The connection is an asyncio BufferedProtocol.  Bytes are read into the
+buffers of a sans-IO :class:`~reservoir.agent.iscsi.receiver.Receiver` (write
+data straight into the PDU's own buffer); whole PDUs are handled by the
 login glue (:mod:`.login_phase`) until the login completes, then by the
 full feature handlers below.  Protocol errors are answered on the wire
 (Reject, login status) and logged; only a lost framing closes the connection.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.digest import digest
 from reservoir.agent.iscsi.negotiation import ConnectionParams, SessionParams
+from reservoir.agent.iscsi.receiver import Receiver
 from reservoir.agent.target import full_feature
 from reservoir.agent.target.login_phase import LoginPhase
 
@@ -34,12 +36,12 @@ RCVLOWAT_MIN = 16 << 10  # the rest of a PDU shorter than this is awaited the us
 RCVLOWAT_MAX = 256 << 10  # at most this much is awaited before a wakeup
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: TargetServer, portal: Portal) -> None:
         self.server = server
         self.portal = portal
         self.transport: asyncio.Transport | None = None
-        self.framer = P.Framer(max_data=LOGIN_MAX_DATA)
+        self.rx = Receiver(max_data=LOGIN_MAX_DATA, pool=server.buffers)
         self.peer = "?"
         self.local: tuple[str, int] = (portal.host, portal.port)
         self.cid = 0
@@ -72,12 +74,15 @@ class Connection(asyncio.Protocol):
         self.server.connections.add(self)
         log.debug("connection from %s on %s", self.peer, self.portal.label)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.rx.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_rx = asyncio.get_running_loop().time()
-        self.framer.feed(data)
+        self.rx.received(nbytes)
         while not self.closed:
             try:
-                frame = self.framer.next()
+                frame = self.rx.next()
                 if frame is None:
                     self._await_rest()
                     return
@@ -91,7 +96,7 @@ class Connection(asyncio.Protocol):
         many connections each wakeup brings a few KiB, and the per-wakeup work, not
         the copying, was most of the target's CPU. Its sender owes those bytes, so
         nothing waits on data that may never come; a closed connection still wakes."""
-        want = min(self.framer.missing(), RCVLOWAT_MAX)
+        want = min(self.rx.missing(), RCVLOWAT_MAX)
         want = want if want >= RCVLOWAT_MIN else 1
         if want == self._lowat or self._lowat < 0 or self.transport is None:
             return
@@ -151,9 +156,9 @@ class Connection(asyncio.Protocol):
         self.login = None
         self.session = session
         self.conn_params = params
-        self.framer.header_digest = params.header_digest
-        self.framer.data_digest = params.data_digest
-        self.framer.max_data = params.max_recv_data_segment_length_target
+        self.rx.header_digest = params.header_digest
+        self.rx.data_digest = params.data_digest
+        self.rx.max_data = params.max_recv_data_segment_length_target
         self._arm_nop()
 
     # ------------------------------------------------------------ sending

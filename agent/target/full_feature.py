@@ -156,6 +156,8 @@ async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None
             task_attr=task.cmd.attr,
         )
         result = await session.luns.execute(task.lun, command)
+        if isinstance(task.buffer, bytearray):
+            conn.server.buffers.give(task.buffer)  # the write is done with it
         if not task.aborted:
             _send_result(conn, task, result)
             await conn.drain()
@@ -183,6 +185,9 @@ def _data_out(conn: Connection, pdu: P.DataOut) -> None:
     except DataOutError as exc:
         _reject(conn, pdu, P.RejectReason.PROTOCOL_ERROR, str(exc))
         _fail_task(conn, task, exc.ascq)
+    finally:
+        if isinstance(pdu.data, bytearray):
+            conn.server.buffers.give(pdu.data)  # copied into the task's buffer, or refused
 
 
 def _fail_task(conn: Connection, task: ScsiTask, ascq: int) -> None:

@@ -18,6 +18,7 @@ from reservoir.agent import scsi, storage
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolicy
 from reservoir.agent.iscsi.negotiation import TargetLimits
+from reservoir.agent.iscsi.receiver import BufferPool
 from reservoir.agent.target.config import Chap, Target, TargetConfig, format_portal
 from reservoir.agent.target.connection import Connection
 from reservoir.agent.target.session import Session
@@ -83,6 +84,7 @@ class TargetServer:
         self.tpgt = TPGT
         self.engine = engine
         self.mptcp = mptcp
+        self.buffers = BufferPool()  # write data buffers, reused across connections
         self.directory = Directory(self)
         self.portals = [Portal(h, p) for h, p in config.portals]
         self.sessions: dict[int, Session] = {}

@@ -81,7 +81,8 @@ class ScsiTask:
         if len(data) == self.expected_out:
             self.buffer = data  # all of it came with the command: no copy
         else:
-            self.buffer = bytearray(self.expected_out)
+            # Reused or fresh: every byte of it is written by the Data-Out to come.
+            self.buffer = self.conn.server.buffers.take(self.expected_out)
             self.buffer[: len(data)] = data
         self.received = len(data)
         if unsolicited_end > len(data):

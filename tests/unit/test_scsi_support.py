@@ -68,6 +68,10 @@ class MemoryBackend:
         self._maybe_fail("read")
         return bytes(self.data[offset : offset + length])
 
+    async def readinto(self, offset: int, buf: memoryview) -> None:
+        self._maybe_fail("read")
+        buf[:] = self.data[offset : offset + len(buf)]
+
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         self._maybe_fail("write")
         self.data[offset : offset + len(data)] = data
