@@ -19,6 +19,7 @@ paused, ready to resume. CHAP secrets of a copy are kept in that file (for resum
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -290,9 +291,22 @@ class CopyManager:
         self._save(job)
         return job
 
-    def _pace(self, job: CopyJob) -> None:
-        if self.pacer is not None:
-            self.pacer.set(job.id, {} if job.caps is None else job.caps.nic_pacing_rates)
+    def _pace(self, job: CopyJob) -> concurrent.futures.Future[None] | None:
+        if self.pacer is None:
+            return None
+        return self.pacer.set(job.id, {} if job.caps is None else job.caps.nic_pacing_rates)
+
+    async def _paced(self, job: CopyJob) -> None:
+        """Sets the copy's NIC pacing and waits until the qdiscs are in place, so the
+        plan holds from the first connection (a NIC that cannot be paced is in the
+        pacer's errors, and the copy goes on)."""
+        done = self._pace(job)
+        if done is None:
+            return
+        try:
+            await asyncio.wrap_future(done)
+        except Exception as exc:  # pacing never stops a copy
+            log.warning("copy %s: NIC pacing not set: %s", job.id, exc)
 
     async def close(self) -> None:
         """Pauses every active copy (checkpoint saved), for a clean agent stop."""
@@ -386,10 +400,10 @@ class CopyManager:
 
         try:
             async with self._slots:
+                options = self._options(job)
+                await self._paced(job)
                 job.state, job.runs = CopyState.RUNNING, job.runs + 1
                 self._save(job)
-                options = self._options(job)
-                self._pace(job)
                 summary = await self.copy_fn(
                     job.request.source, job.request.dest, options, progress=on_progress
                 )  # a str for one destination (as before), a list for a striped set

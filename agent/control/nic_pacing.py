@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -73,14 +73,15 @@ class NicPacer:
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._worker.submit(self._cleanup).result()
 
-    def set(self, copy_id: str, rates: Mapping[str, int]) -> None:
-        """``copy_id`` paces these NICs (bytes/s) from now on; an empty map: none."""
+    def set(self, copy_id: str, rates: Mapping[str, int]) -> Future[None]:
+        """``copy_id`` paces these NICs (bytes/s) from now on; an empty map: none.
+        The future is done once the qdiscs are as wanted (or refused, see ``errors``)."""
         with self._lock:
             if rates:
                 self.wanted[copy_id] = dict(rates)
             else:
                 self.wanted.pop(copy_id, None)
-        self._worker.submit(self._sync)
+        return self._worker.submit(self._sync)
 
     def clear(self, copy_id: str) -> None:
         """``copy_id`` stopped: its share of every NIC goes."""

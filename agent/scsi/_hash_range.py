@@ -62,7 +62,8 @@ async def _digest(st: LuState, lba: int, blocks: int) -> bytes:
     bs = st.block_size
     step = max(1, CHUNK_BYTES // bs)
     chunks = [(first, min(step, lba + blocks - first)) for first in range(lba, lba + blocks, step)]
-    views = [memoryview(bytearray(step * bs)) for _ in range(min(2, len(chunks)))]
+    bufs = [_take(step * bs) for _ in range(min(2, len(chunks)))]
+    views = [memoryview(b) for b in bufs]
     digest = xxhash.xxh3_128()
     reads: list[asyncio.Task[None]] = []
     try:
@@ -75,10 +76,29 @@ async def _digest(st: LuState, lba: int, blocks: int) -> bytes:
             await reads.pop(0)
             digest.update(views[i % 2][: count * bs])
     finally:
-        for read in reads:
+        for read in reads:  # an error or a cancellation: the buffers are not reused
             read.cancel()
+    _give(bufs)
     return digest.digest()
 
 
 def _read(st: LuState, lba: int, buf: memoryview) -> asyncio.Task[None]:
     return asyncio.ensure_future(read_blocks_into(st, lba, buf))
+
+
+# Chunk buffers for reuse: a fresh megabyte costs its page faults, and every stream of a
+# copy verifies each extent it writes. At most _KEEP are kept.
+_KEEP: Final = 32
+_free: list[bytearray] = []
+
+
+def _take(size: int) -> bytearray:
+    if size == CHUNK_BYTES and _free:
+        return _free.pop()
+    return bytearray(size)
+
+
+def _give(bufs: list[bytearray]) -> None:
+    for buf in bufs:
+        if len(buf) == CHUNK_BYTES and len(_free) < _KEEP:
+            _free.append(buf)

@@ -131,7 +131,10 @@ def test_nic_pacing_holds_while_the_copy_runs_and_goes_after(lab: Lab, agents: A
     rates = agents.stream_rates(copy_id)
     total, expected = sum(rates.values()), rate * 1448 / 1514
     print(f"NIC paced at {rate / 1e6:.0f} Mbit/s: streams carry {total / 1e6:.1f} Mbit/s")
-    assert abs(total - expected) / expected < 0.03
+    assert total < expected * 1.03  # the NIC's rate holds (unpaced, the copy is far faster)
+    # ...and it is what limits the copy: the streams keep it busy. Not tighter than this:
+    # between extents a stream pauses for a round trip, more so when the 2 cores are busy.
+    assert total > expected * 0.90
 
 
 def test_stream_pacing_gives_each_stream_its_rate(agents: Agents) -> None:

@@ -86,6 +86,20 @@ def test_digest_spanning_several_read_chunks_equals_digest_of_whole_range() -> N
     assert backend.calls.count("read") == 3  # 1 MiB at a time: 2048 + 2048 + 904 blocks
 
 
+def test_reused_chunk_buffers_carry_nothing_from_an_earlier_digest() -> None:
+    """The chunk buffers are reused: a shorter range after a longer one, and a range
+    whose read fails in between, still give the digest of their own data only."""
+    lu, backend = make_lu(blocks=6000)
+    backend.data[: 5000 * BS] = b"\xff" * (5000 * BS)
+    assert_good(execute(lu, hash_range(0, 5000)))
+    backend.fail["read"] = OSError(errno.EIO, "medium error")
+    assert execute(lu, hash_range(0, 5000)).status == Status.CHECK_CONDITION
+    del backend.fail["read"]
+    backend.data[: 3000 * BS] = bytes(3000 * BS)
+    result = execute(lu, hash_range(0, 3000))
+    assert result.data_in == xxhash.xxh3_128(bytes(3000 * BS)).digest()
+
+
 def test_zero_blocks_is_digest_of_empty_input_without_reading() -> None:
     lu, backend = make_lu()
     result = execute(lu, hash_range(5, 0))
