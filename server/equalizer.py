@@ -8,7 +8,10 @@ aggregate.  The control law, run every interval (>= 2 Hz) over one transfer's
 streams, separately for every group of streams sharing a bottleneck (a path):
 
 1. Each stream's rate ``r`` is smoothed (EWMA, ``alpha``) from its telemetry, with
-   its smoothed RTT and MSS.
+   its smoothed RTT and MSS. A stream that carried nothing in the interval is left
+   out of it: it waited on its application (between extents), and its zero would
+   read as a starved stream, tighten every cap and pin the others at their share of
+   a still small aggregate (what held a 350 ms path at half its rate).
 2. The fair share is ``f = sum(r) / n`` and the fairness Jain's index
    ``J = sum(r)^2 / (n * sum(r^2))``. The share a cap is set from is
    ``s = max(sum(r), R) / n``, R being the reference aggregate (below): the share of
@@ -28,9 +31,12 @@ streams, separately for every group of streams sharing a bottleneck (a path):
    floor sinks back to 1 by ``floor_decay`` an interval, so caps are tried again
    later, like TCP's ssthresh). While the aggregate is below R but not for that
    long, ``m`` is held: a slow stream at 200 ms RTT needs seconds to take the room.
-   Otherwise, while ``J`` is below ``target``, ``m`` shrinks by ``tighten`` (never
-   below the floor); once fair, ``m`` grows slowly by ``drift`` so caps lift when
-   they are no longer needed (a capped stream at ``m_max`` is uncapped).
+   When nearly every stream (``bound_share``) runs at its cap, no uncapped stream is
+   left to take the room: the caps set the aggregate (a ramp still under way), so
+   ``m`` grows by ``relax``. Otherwise, while ``J`` is below ``target``, ``m``
+   shrinks by ``tighten`` (never below the floor); once fair, ``m`` grows slowly by
+   ``drift`` so caps lift when they are no longer needed (a capped stream at
+   ``m_max`` is uncapped).
 5. Only a cap that appears, disappears or moves by more than ``change`` (relative) is
    pushed; each is a :class:`Decision`, which the caller records as an event.
 """
@@ -62,6 +68,8 @@ class EqualizerConfig:
     memory: int = 40  # intervals the reference aggregate looks back
     patience: int = 8  # intervals the aggregate stays low before the caps loosen
     floor_decay: float = 0.998  # per interval, the floor of the multiplier sinks to 1
+    bound: float = 0.9  # a stream at this fraction of its cap's rate runs at its cap
+    bound_share: float = 0.9  # with this share of the streams at their caps, loosen
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha <= 1:
@@ -173,6 +181,12 @@ class Equalizer:
     def _step_group(self, name: str, samples: list[StreamSample], now: float) -> list[Decision]:
         cfg = self.config
         group = self._groups.setdefault(name, _Group(cfg.m_start))
+        # A stream that carried nothing in the interval waited on its application
+        # (between extents, on a verify), not on the path: it is left out, or its
+        # zero would read as a starved stream, tighten every cap and pin the others.
+        samples = [s for s in samples if s.rate > 0]
+        if not samples:
+            return []
         for s in samples:
             old = group.rates.get(s.stream)
             group.rates[s.stream] = (
@@ -182,7 +196,7 @@ class Equalizer:
         aggregate = sum(rates)
         fair, index = aggregate / len(rates), jain(rates)
         reference = max(group.aggregates, default=aggregate)
-        reason = self._adapt(group, aggregate, index)
+        reason = self._adapt(group, aggregate, index, self._bound(samples, rates))
         share = max(aggregate, reference) / len(rates)
         interval = _Interval(now, fair, share, index, aggregate, group.multiplier, reason)
         decisions = []
@@ -193,7 +207,17 @@ class Equalizer:
                 decisions.append(decision)
         return decisions
 
-    def _adapt(self, group: _Group, aggregate: float, index: float) -> str:
+    def _bound(self, samples: list[StreamSample], rates: list[float]) -> float:
+        """The share of the group's streams that run at their caps (within
+        ``bound``): the caps, not the path, are what holds those back."""
+        cfg, at_cap = self.config, 0
+        for s, rate in zip(samples, rates, strict=True):
+            cap = self.caps.get(s.stream)
+            if cap is not None and s.srtt > 0 and rate >= cfg.bound * cap * s.mss / s.srtt:
+                at_cap += 1
+        return at_cap / len(samples)
+
+    def _adapt(self, group: _Group, aggregate: float, index: float, bound: float) -> str:
         """Moves the group's multiplier; says why."""
         cfg = self.config
         reference = max(group.aggregates, default=aggregate)
@@ -209,6 +233,9 @@ class Equalizer:
             return "aggregate below its reference: caps loosened"
         if group.low:
             return "aggregate below its reference: caps held"
+        if bound >= cfg.bound_share:
+            group.multiplier = min(cfg.m_max, group.multiplier * cfg.relax)
+            return "most streams run at their caps: caps loosened"
         if index < cfg.target:
             group.multiplier = max(group.floor, group.multiplier * cfg.tighten)
             return "streams unequal: caps tightened"
