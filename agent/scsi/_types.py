@@ -43,8 +43,9 @@ class ScsiCommand:
 
     ``data_out`` is the whole Data-Out buffer received; it may be shorter or
     longer than the CDB implies, and the transport reuses its buffer once the
-    command has been executed: nothing may keep it. ``expected_in`` is the initiator's Expected Data
-    Transfer Length for Data-In (the allocation length still comes from the CDB).
+    command has been executed: nothing may keep it. ``expected_in`` is the
+    initiator's Expected Data Transfer Length for Data-In (the allocation length
+    still comes from the CDB).
     """
 
     cdb: bytes
