@@ -125,7 +125,10 @@ class AgentProc:
             lines.append("target_mptcp = true")
         if self.role == "dst":
             target = home / "target.toml"
-            luns = [tcfg.Lun(0, str(self.data))]
+            # O_DIRECT, as a LUN receiving copies is best served: through the page
+            # cache the target's io_uring workers spent 0.6 of a core on buffered
+            # writes (a loopback copy: 2.2-2.75 Gbit/s at 4-6 s/GB; O_DIRECT 3.3 at 2.7)
+            luns = [tcfg.Lun(0, str(self.data), direct=True)]
             conf = tcfg.TargetConfig(
                 portals=[(a, ISCSI_PORT) for a in self.portals or (self.addr,)],
                 targets=[tcfg.Target(iqn=self.iqn, luns=luns)],
