@@ -27,6 +27,8 @@ from reservoir.agent.iscsi.pdu import (
     Opcode,
     PduError,
     RejectReason,
+    frame_lengths,
+    padded,
 )
 
 STAGE = 64 << 10  # bytes read at once while PDUs are small
@@ -163,12 +165,10 @@ class Receiver:
     def _lengths(self) -> tuple[int, int, int]:
         """(header bytes with AHS and digest, data bytes with padding and digest, data
         segment length) of the PDU starting the stage."""
-        stage, pos = self._stage, self._start
-        ahs_len = stage[pos + 4] * 4
-        data_len = int.from_bytes(stage[pos + 5 : pos + 8], "big")
+        ahs_len, data_len = frame_lengths(self._view[self._start : self._start + BHS_LEN])
         head = BHS_LEN + ahs_len + (DIGEST_LEN if self.header_digest else 0)
         dd = DIGEST_LEN if (self.data_digest and data_len) else 0
-        return head, ((data_len + 3) & ~3) + dd, data_len
+        return head, padded(data_len) + dd, data_len
 
     def _header(self, head: int) -> tuple[bytes, bytes]:
         """(bhs, ahs) of the PDU starting the stage, its header digest checked."""
@@ -183,14 +183,10 @@ class Receiver:
     def _split_staged(self, head: int, data_len: int) -> Frame:
         bhs, ahs = self._header(head)
         view, start = self._view, self._start + head
-        padded = (data_len + 3) & ~3
-        end = start + padded + (DIGEST_LEN if (self.data_digest and data_len) else 0)
+        pad_end = start + padded(data_len)
+        end = pad_end + (DIGEST_LEN if (self.data_digest and data_len) else 0)
         self._start = end
-        if (
-            data_len
-            and self.data_digest
-            and view[start + padded : end] != digest(view[start : start + padded])
-        ):
+        if data_len and self.data_digest and view[pad_end:end] != digest(view[start:pad_end]):
             raise PduError("data digest error", RejectReason.DATA_DIGEST_ERROR, bhs)
         return bhs, ahs, bytes(view[start : start + data_len]) if data_len else b""
 
@@ -211,8 +207,8 @@ class Receiver:
         self._body, self._body_view, self._head = None, memoryview(b""), (b"", b"", 0)
         bulk = bhs[0] & 0x3F in _BULK
         if self.data_digest:
-            padded = (data_len + 3) & ~3
-            if view[padded:] != digest(view[:padded]):
+            pad_end = padded(data_len)
+            if view[pad_end:] != digest(view[:pad_end]):
                 if bulk:
                     self.pool.give(buf)
                 raise PduError("data digest error", RejectReason.DATA_DIGEST_ERROR, bhs)
