@@ -181,10 +181,7 @@ class Equalizer:
     def _step_group(self, name: str, samples: list[StreamSample], now: float) -> list[Decision]:
         cfg = self.config
         group = self._groups.setdefault(name, _Group(cfg.m_start))
-        # A stream that carried nothing in the interval waited on its application
-        # (between extents, on a verify), not on the path: it is left out, or its
-        # zero would read as a starved stream, tighten every cap and pin the others.
-        samples = [s for s in samples if s.rate > 0]
+        samples = [s for s in samples if s.rate > 0]  # idle this interval: step 1 above
         if not samples:
             return []
         for s in samples:
