@@ -9,6 +9,7 @@ one open volume.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import stat
@@ -19,6 +20,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from reservoir.agent.initiator import (
+    InitiatorError,
     RecoveryPolicy,
     Session,
     discover,
@@ -194,12 +196,19 @@ class RemoteChannel:
 
 
 class RemoteSide:
+    """A remote LUN. Its streams' sessions can start logging in before the LUN is
+    probed (:meth:`open_early`): a login costs 2 round trips (connect, login), a
+    probe on its own session 4 (connect, login, the commands, logout), so probing on
+    the first early session that is in saves 3 of the 6 round trips a copy used to
+    wait before its first write: over 1 s at 350 ms."""
+
     remote = True
 
     def __init__(self, where: RemoteLun, login: Login, label: str) -> None:
         self.where, self.login, self.label = where, login, label
         self.size = self.block_size = 0
         self.hashes = False  # whether the target verifies extents itself (HASH RANGE)
+        self._early: dict[int, tuple[PathSpec | None, asyncio.Task[Session]]] = {}
 
     async def _open(
         self, path: PathSpec | None, recovery: RecoveryPolicy | None = None, timeout: float = 10.0
@@ -224,43 +233,103 @@ class RemoteSide:
         (a failed ping drops it and the next heartbeat logs in afresh)."""
         return await self._open(path, RecoveryPolicy(attempts=1, first_delay=0.0), timeout)
 
+    def open_early(self, streams: dict[int, PathSpec | None]) -> None:
+        """Starts logging in these streams' sessions now; :meth:`channel` takes them."""
+        loop = asyncio.get_running_loop()
+        for stream, path in streams.items():
+            self._early[stream] = (path, loop.create_task(self._open(path)))
+
     async def probe(self) -> None:
-        async with await self._open(None) as session:
-            (blocks, self.block_size), self.hashes = await asyncio.gather(
-                session.capacity(self.where.lun), supports_hash_range(session, self.where.lun)
-            )
+        """The LUN's size, block size and whether it hashes: asked on the first early
+        session that logs in, or on a session of its own (without a path)."""
+        session = await self._first_early()
+        if session is not None:
+            await self._ask(session)
+            return
+        async with await self._open(None) as own:
+            await self._ask(own)
+
+    async def _ask(self, session: Session) -> None:
+        (blocks, self.block_size), self.hashes = await asyncio.gather(
+            session.capacity(self.where.lun), supports_hash_range(session, self.where.lun)
+        )
         self.size = blocks * self.block_size
 
+    async def _first_early(self) -> Session | None:
+        """The first early session to log in; None if none did (their streams see
+        why when they take them)."""
+        pending = {task for _, task in self._early.values()}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is None:
+                    return task.result()
+        return None
+
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
-        session = await self._open(path)
+        early = self._early.pop(stream, None)
+        if early is not None and early[0] == path:
+            session = await early[1]
+        else:
+            if early is not None:
+                await _discard_early(early[1])
+            session = await self._open(path)
         if self.login.on_session is not None:
             self.login.on_session(stream, session)
         return RemoteChannel(session, self.where.lun, self.block_size, self.hashes)
 
     async def close(self) -> None:
-        return None
+        """Logs out the early sessions no stream took (the copy stopped before)."""
+        early, self._early = self._early, {}
+        await asyncio.gather(*(_discard_early(task) for _, task in early.values()))
 
 
-async def open_source(text: str, login: Login) -> Side:
+async def _discard_early(task: asyncio.Task[Session]) -> None:
+    if not task.done():
+        task.cancel()
+    try:
+        session = await task
+    except BaseException:  # cancelled, or it did not log in: nothing to close
+        return
+    with contextlib.suppress(InitiatorError, OSError, TimeoutError):
+        await session.close()
+
+
+async def open_source(
+    text: str, login: Login, early: dict[int, PathSpec | None] | None = None
+) -> Side:
+    """The source; a remote one probed, with ``early`` streams logging in meanwhile."""
     where = parse_location(text)
     if isinstance(where, RemoteLun):
-        side = RemoteSide(where, login, f"source LUN {where.lun} of {where.iqn}")
-        await side.probe()
-        return side
+        return await _probed(
+            RemoteSide(where, login, f"source LUN {where.lun} of {where.iqn}"), early
+        )
     if not where.exists():
         raise EndpointError(f"source {where} does not exist")
     return LocalSide(await open_volume(where, read_only=True, direct=False), f"source {where}")
 
 
-async def open_dest(text: str, login: Login, needed: int) -> Side:
-    """The destination; a missing or smaller regular file is extended to ``needed``."""
+async def open_dest(
+    text: str, login: Login, needed: int, early: dict[int, PathSpec | None] | None = None
+) -> Side:
+    """The destination; a missing or smaller regular file is extended to ``needed``;
+    a remote one probed, with ``early`` streams logging in meanwhile."""
     where = parse_location(text)
     if isinstance(where, RemoteLun):
-        side = RemoteSide(where, login, f"destination LUN {where.lun} of {where.iqn}")
-        await side.probe()
-        return side
+        label = f"destination LUN {where.lun} of {where.iqn}"
+        return await _probed(RemoteSide(where, login, label), early)
     _grow_file(where, needed)
     return LocalSide(await open_volume(where, direct=False), f"destination {where}")
+
+
+async def _probed(side: RemoteSide, early: dict[int, PathSpec | None] | None) -> RemoteSide:
+    side.open_early(early or {})
+    try:
+        await side.probe()
+    except BaseException:
+        await side.close()
+        raise
+    return side
 
 
 def _grow_file(path: Path, needed: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ from reservoir.agent.transfer._stream import (
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
+
+log = logging.getLogger("reservoir.copy")
 
 DEFAULT_INITIATOR = "iqn.2026-11.org.reservoir:copy"
 COPY_RECOVERY = RecoveryPolicy(attempts=12, first_delay=0.05, max_delay=2.0)
@@ -140,7 +143,12 @@ async def copy(
         paths = [parse_path(p) for p in options.paths]
         if options.binds:
             paths += await resolve_binds(options.binds, _remote_of(source, dests[0]), login)
-        src = await open_source(source, login)
+        log.info(
+            "copy %s to %s: %d streams a destination", source, " + ".join(dests), options.streams
+        )
+        pulled = not any(isinstance(parse_location(d), RemoteLun) for d in dests)
+        early = _early(paths, range(options.streams * len(dests))) if pulled else None
+        src = await open_source(source, login, early)
         try:
             return await _copy_from(
                 src, source, dests, options=options, login=login, paths=paths, progress=progress
@@ -156,6 +164,16 @@ async def copy(
 async def _close_quietly(channel: Channel) -> None:
     with contextlib.suppress(InitiatorError, OSError, TimeoutError):
         await channel.close()
+
+
+def stream_path(paths: Sequence[PathSpec], stream: int) -> PathSpec | None:
+    """The path a stream runs on: the paths dealt round-robin, or none."""
+    return paths[stream % len(paths)] if paths else None
+
+
+def _early(paths: Sequence[PathSpec], streams: range) -> dict[int, PathSpec | None]:
+    """The streams whose sessions log in while their remote side is probed."""
+    return {i: stream_path(paths, i) for i in streams}
 
 
 def _remote_of(source: str, dest: str) -> RemoteLun:
@@ -181,8 +199,10 @@ async def _copy_from(
     needs = member_ends(offset, length, unit, len(dests)) if unit > 0 else [offset + length]
     dsts: list[Side] = []
     try:
-        for text, need in zip(dests, needs, strict=True):
-            dsts.append(await open_dest(text, login, need))
+        for pair, (text, need) in enumerate(zip(dests, needs, strict=True)):
+            first = pair * options.streams
+            early = _early(paths, range(first, first + options.streams))
+            dsts.append(await open_dest(text, login, need, early))
         for dst, need in zip(dsts, needs, strict=True):
             _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
         plan = _make_plan(
@@ -294,7 +314,7 @@ class Run:
         return lambda path: side.heartbeat_session(path, hbspan)
 
     def _path(self, stream: int) -> PathSpec | None:
-        return self.paths[stream % len(self.paths)] if self.paths else None
+        return stream_path(self.paths, stream)
 
     def _path_label(self, stream: int) -> str:
         path = self._path(stream)
@@ -325,19 +345,29 @@ class Run:
         return self._summary()
 
     async def _execute(self) -> None:
-        for worker in await self._open_streams():
+        workers = await self._open_streams()
+        for worker in workers:
             self._start(worker)
+        self._phase(f"{len(workers)} of {self.plan.streams} streams open")
         ticker = asyncio.create_task(self._tick())
         if self.monitor is not None:
             self.monitor.start()
         try:
             await self._supervise()
             self._check_complete()
+            self._phase("every extent written and verified")
             await self._flush(list(self.workers.values()))
+            self._phase("flushed")
         finally:
             ticker.cancel()
             await finish(self._stop())
+        self._phase("sessions closed")
         self._report()
+
+    def _phase(self, what: str) -> None:
+        """Logs where the copy is, with the seconds since its sides were ready."""
+        elapsed = time.monotonic() - self.started
+        log.info("copy to %s: %s at %.2f s", self.checkpoint.key.dest, what, elapsed)
 
     async def _stop(self) -> None:
         """Stops the streams, saves the checkpoint, closes the sessions."""

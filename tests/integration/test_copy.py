@@ -193,6 +193,44 @@ def test_resume_refuses_another_copy(tmp_path: Path, source: Path, ours: Reservo
         asyncio.run(copy(str(source), ours.url(0), options(tmp_path, resume=True)))
 
 
+def logins_and_logouts(log: Path) -> tuple[int, int]:
+    """Sessions the target logged in and out, from its log."""
+    text = log.read_text()
+    return text.count("login: "), text.count(": logout (reason")
+
+
+def test_probe_rides_on_a_stream_session(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    summary = asyncio.run(copy(str(source), ours.url(0), options(tmp_path)))
+    assert summary.copied_bytes == SIZE and sha(lun) == sha(source)
+    # 4 streams, 4 sessions: the LUN was probed on the first of them to log in
+    assert logins_and_logouts(tmp_path / "target.log") == (4, 4)
+
+
+def test_early_sessions_log_out_when_the_copy_stops_before_its_streams(
+    tmp_path: Path, ours: ReservoirTarget
+) -> None:
+    big = blank(tmp_path / "big.img", 2 * SIZE)
+    with pytest.raises(CopyError, match="smaller than"):
+        asyncio.run(copy(str(big), ours.url(0), options(tmp_path)))
+    assert logins_and_logouts(tmp_path / "target.log") == (4, 4)
+
+
+def test_probe_has_its_own_session_when_no_stream_logs_in(
+    tmp_path: Path, source: Path, ours: ReservoirTarget
+) -> None:
+    # 192.0.2.1 (TEST-NET-1) is no address of this host: every stream's bind fails
+    opts = options(
+        tmp_path,
+        paths=[f"192.0.2.1=127.0.0.1:{ours.port}"],
+        recovery=RecoveryPolicy(attempts=1, first_delay=0.01),
+    )
+    with pytest.raises(CopyError, match="no stream could connect"):
+        asyncio.run(copy(str(source), ours.url(0), opts))
+    assert logins_and_logouts(tmp_path / "target.log") == (1, 1)  # the probe's own
+
+
 def test_too_small_destination(tmp_path: Path, ours: ReservoirTarget) -> None:
     big = blank(tmp_path / "big.img", 2 * SIZE)
     with pytest.raises(CopyError) as caught:
