@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sqlalchemy import event as sa_event
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -209,8 +210,11 @@ class AgentScheduler:
             raise InvalidRequestError(("destination",), str(exc)) from None
 
     def _hook(self, session: Session, transfer: Transfer, what: str) -> None:
+        """Records ``what`` and runs a pass once the change is committed: a pass that
+        starts before the commit does not see it, and the next one is a whole
+        interval later."""
         events.record(session, transfer, "scheduler", what)
-        self.wake()
+        sa_event.listen(session, "after_commit", lambda _: self.wake(), once=True)
 
     def created(self, session: Session, transfer: Transfer) -> None:
         self._hook(session, transfer, "queued: its copies start on the source agents")

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 from test_server_api import InProcess
 
 from reservoir.server import AgentScheduler, ServerSettings, create_app, db
@@ -372,6 +373,20 @@ def test_a_new_coordinator_keeps_running_copies_and_recreates_lost_ones(
     done = world.get(tid)
     assert done["state"] == "completed"
     assert done["legs"][1]["summary"]["skipped_extents"] == 3
+
+
+def test_a_new_transfer_wakes_the_scheduler_once_it_is_committed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[list[str]] = []  # the transfers a pass woken then would find
+
+    def wake() -> None:
+        with world.sessions() as session:
+            seen.append(list(session.scalars(select(Transfer.id))))
+
+    monkeypatch.setattr(world.scheduler, "wake", wake)
+    tid = two_by_two(world)["id"]
+    assert seen == [[tid]]
 
 
 def test_the_scheduler_loop_starts_and_stops_in_the_running_loop(world: World) -> None:
