@@ -60,7 +60,7 @@ def create_app(
             else NoopScheduler()
         )
     if collector is None and isinstance(scheduler, AgentScheduler):
-        collector = TelemetryCollector(sessions)
+        collector = TelemetryCollector(sessions, on_copy_ended=scheduler.wake)
     if equalizer is None and isinstance(scheduler, AgentScheduler):
         equalizer = EqualizerLoop(sessions)
     prober = LinkProber(sessions)

@@ -15,7 +15,9 @@ restart the cursor starts from the newest sample in the database. A gap longer t
 N records (``FETCH_LIMIT / streams / 2`` seconds of an agent not answering) loses
 the records in between; the history then has a hole, nothing is duplicated. A copy
 no longer running (completed, paused...) gets one last fetch, for the records the
-engine writes at its end.
+engine writes at its end; a copy its agent says has stopped while the database has
+it running wakes the scheduler (``on_copy_ended``), which then need not wait for its
+own next pass to complete or fail the transfer.
 
 Only ``"stream"`` records are stored (``"path"`` and ``"progress"`` records are not:
 progress is the scheduler's). A sample's ``cap`` is the cwnd cap (segments) the
@@ -36,7 +38,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -183,6 +185,12 @@ def parse_records(
 
 
 # ---------------------------------------------------------------- storage
+
+
+def _ended(item: Fetched) -> bool:
+    """A copy the database has running that its agent says stopped (completed,
+    failed, paused)."""
+    return item.watch.active and item.copy is not None and item.copy["state"] not in COPY_ACTIVE
 
 
 def cursor_from_db(session: Session, copy_id: str) -> Cursor:
@@ -412,8 +420,10 @@ class TelemetryCollector:
         *,
         interval: float = COLLECT_INTERVAL,
         limit: int = FETCH_LIMIT,
+        on_copy_ended: Callable[[], None] | None = None,
     ) -> None:
         self.sessions = sessions
+        self.on_copy_ended = on_copy_ended  # the scheduler's wake: it need not poll for it
         self.client: TelemetrySource = client or HttpAgentClient(timeout=5.0)
         self.interval = interval
         self.limit = limit
@@ -522,6 +532,8 @@ class TelemetryCollector:
                     prune(session, transfer_id)
             session.commit()
         self._cursors.update(cursors)
+        if self.on_copy_ended is not None and any(_ended(item) for item in fetched):
+            self.on_copy_ended()
         for item in fetched:
             if not item.watch.active:  # its last fetch is done (answered or not)
                 self._cursors.pop(item.watch.copy_id, None)

@@ -286,6 +286,21 @@ def test_the_collector_stores_new_samples_once_and_fetches_a_last_time(
         assert (rate.nic, rate.rate) == ("lo", 10**6)
 
 
+def test_a_copy_that_stopped_on_its_agent_wakes_the_scheduler(
+    sessions: sessionmaker[Session],
+) -> None:
+    with sessions() as session:
+        make_transfer(session)
+    fake, woken = FakeAgent(), []
+    collector = TelemetryCollector(sessions, fake, on_copy_ended=lambda: woken.append(1))
+    fake.copy = {"state": "running"}
+    asyncio.run(collector.tick())
+    assert woken == []
+    fake.copy = {"state": "completed"}
+    asyncio.run(collector.tick())
+    assert woken == [1]
+
+
 def test_a_new_collector_resumes_from_the_database(sessions: sessionmaker[Session]) -> None:
     with sessions() as session:
         make_transfer(session)
