@@ -32,6 +32,7 @@ from reservoir.agent.scsi import MAX_HASH_BYTES
 from reservoir.agent.storage import Volume, open_volume
 
 ISCSI_PORT = 3260
+EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
 SYNCHRONIZE_CACHE_10 = bytes([0x35]) + bytes(9)
 
 
@@ -285,14 +286,22 @@ class RemoteSide:
 
 
 async def _discard_early(task: asyncio.Task[Session]) -> None:
-    if not task.done():
-        task.cancel()
+    """Logs out an early session no stream took. One still logging in gets
+    ``EARLY_GRACE`` s to finish first: cut short, it would leave the target a reset
+    connection instead of a logout."""
     try:
-        session = await task
-    except BaseException:  # cancelled, or it did not log in: nothing to close
+        done, _ = await asyncio.wait({task}, timeout=EARLY_GRACE)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task})
         return
+    if task.cancelled() or task.exception() is not None:
+        return  # it did not log in: nothing to close
     with contextlib.suppress(InitiatorError, OSError, TimeoutError):
-        await session.close()
+        await task.result().close()
 
 
 async def open_source(
