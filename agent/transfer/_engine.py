@@ -643,6 +643,8 @@ class Run:
             if worker.stats.up and pair not in flushers:
                 flushers[pair] = worker
         idle = [w for w in workers if w not in flushers.values()]
+        if self.telemetry is not None:
+            await self.telemetry.last_sample()  # while every session is open
         await asyncio.gather(
             *(worker.dest.flush() for worker in flushers.values()),
             *(_close_quietly(c) for worker in idle for c in (worker.source, worker.dest)),
