@@ -18,6 +18,11 @@ streams, separately for every group of streams sharing a bottleneck (a path):
    what the bottleneck has carried, not of what it carries now. A cap set from ``f``
    would follow the aggregate down while the slow streams are still growing into the
    room (seconds, at 200 ms RTT) and so keep it down.
+   While the group's aggregate is still ramping up (more than ``ramp_growth`` above
+   what it was ``ramp_window`` intervals ago, or not yet that many intervals seen)
+   no stream gets a new cap and ``m`` is held: streams in slow start differ for a
+   while, and caps set from the small aggregate of a ramp stop it (at 350 ms RTT
+   they cut a 1 Gbit/s aggregate to 0.4 for seconds).
 3. A multiplier ``m >= 1`` says how far above the share a stream may run: a
    stream faster than ``(1 + tolerance) * f`` while ``J`` is below ``target`` is
    capped at the window that carries ``m * s`` at its own RTT,
@@ -70,6 +75,8 @@ class EqualizerConfig:
     floor_decay: float = 0.998  # per interval, the floor of the multiplier sinks to 1
     bound: float = 0.9  # a stream at this fraction of its cap's rate runs at its cap
     bound_share: float = 0.9  # with this share of the streams at their caps, loosen
+    ramp_growth: float = 0.1  # an aggregate this much above ramp_window ago is ramping
+    ramp_window: int = 4  # intervals
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha <= 1:
@@ -78,8 +85,8 @@ class EqualizerConfig:
             raise ValueError("need tighten < 1 < relax and drift >= 1")
         if not 1 <= self.m_start <= self.m_max:
             raise ValueError("need 1 <= m_start <= m_max")
-        if self.min_cwnd < 1 or self.memory < 1:
-            raise ValueError("min_cwnd and memory must be at least 1")
+        if self.min_cwnd < 1 or self.memory < self.ramp_window or self.ramp_window < 1:
+            raise ValueError("min_cwnd and ramp_window must be at least 1, memory ramp_window")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +148,7 @@ class _Interval:
     aggregate: float
     multiplier: float
     reason: str
+    ramping: bool
 
 
 @dataclass
@@ -193,9 +201,10 @@ class Equalizer:
         aggregate = sum(rates)
         fair, index = aggregate / len(rates), jain(rates)
         reference = max(group.aggregates, default=aggregate)
-        reason = self._adapt(group, aggregate, index, self._bound(samples, rates))
+        ramping = self._ramping(group, aggregate)
+        reason = self._adapt(group, aggregate, index, self._bound(samples, rates), ramping)
         share = max(aggregate, reference) / len(rates)
-        interval = _Interval(now, fair, share, index, aggregate, group.multiplier, reason)
+        interval = _Interval(now, fair, share, index, aggregate, group.multiplier, reason, ramping)
         decisions = []
         for s, rate in zip(samples, rates, strict=True):
             wanted = self._cap_for(s, rate, interval)
@@ -214,7 +223,16 @@ class Equalizer:
                 at_cap += 1
         return at_cap / len(samples)
 
-    def _adapt(self, group: _Group, aggregate: float, index: float, bound: float) -> str:
+    def _ramping(self, group: _Group, aggregate: float) -> bool:
+        """Whether the group's aggregate is still ramping up (see step 2)."""
+        window = self.config.ramp_window
+        if len(group.aggregates) < window:
+            return True
+        return aggregate > (1 + self.config.ramp_growth) * group.aggregates[-window]
+
+    def _adapt(
+        self, group: _Group, aggregate: float, index: float, bound: float, ramping: bool
+    ) -> str:
         """Moves the group's multiplier; says why."""
         cfg = self.config
         reference = max(group.aggregates, default=aggregate)
@@ -230,6 +248,8 @@ class Equalizer:
             return "aggregate below its reference: caps loosened"
         if group.low:
             return "aggregate below its reference: caps held"
+        if ramping:
+            return "aggregate ramping up: caps held, none new"
         if bound >= cfg.bound_share:
             group.multiplier = min(cfg.m_max, group.multiplier * cfg.relax)
             return "most streams run at their caps: caps loosened"
@@ -249,7 +269,7 @@ class Equalizer:
         if m >= cfg.m_max or s.srtt <= 0:
             return None
         if s.stream not in self.caps and (
-            rate <= (1 + cfg.tolerance) * at.fair or at.jain >= cfg.target
+            rate <= (1 + cfg.tolerance) * at.fair or at.jain >= cfg.target or at.ramping
         ):
             return None
         window = rate * s.srtt / s.mss

@@ -129,7 +129,8 @@ def test_caps_loosen_when_they_cost_the_aggregate() -> None:
 def test_forget_lifts_the_cap_of_a_stream_that_ended() -> None:
     eq = Equalizer()
     samples = [StreamSample("fast", "p", 9e6, 0.1, MSS), StreamSample("slow", "p", 1e6, 0.1, MSS)]
-    eq.step(samples, 0.0)
+    for step in range(eq.config.ramp_window + 1):
+        eq.step(samples, float(step))
     assert "fast" in eq.caps
     eq.forget("fast")
     assert "fast" not in eq.caps
@@ -213,15 +214,34 @@ def test_a_stream_that_carried_nothing_in_an_interval_is_left_out() -> None:
     assert eq.step(samples, 0.0) == [] and eq.caps == {}
 
 
+def test_no_new_caps_while_the_aggregate_ramps_up() -> None:
+    """Streams in slow start differ for a while; caps set from the small aggregate of
+    a ramp would stop it. Once the aggregate holds, the fast stream is capped."""
+    eq = Equalizer()
+
+    def step(at: int, growth: int) -> list[Decision]:
+        rates = [1e5 * 2**growth, 3e5 * 2**growth]  # unequal: Jain's index 0.8
+        return eq.step([StreamSample(str(i), "p", r, 0.35, MSS) for i, r in enumerate(rates)], at)
+
+    assert [d for at in range(10) for d in step(at, at)] == []
+    assert eq.caps == {}
+    for at in range(10, 10 + 2 * eq.config.ramp_window):  # the same rates from now on
+        step(at, 9)
+    assert set(eq.caps) == {"1"}
+
+
 def test_caps_that_hold_back_nearly_every_stream_loosen_fast() -> None:
     """Every stream at its cap: the caps, not the path, set the aggregate (the ramp of
     a long path), so the multiplier grows by ``relax``, not by ``drift``."""
     eq = Equalizer()
     srtt = 0.35
-    eq.caps = {"0": 100, "1": 100, "2": 100}
     at_caps = [StreamSample(s, "p", 100 * MSS / srtt, srtt, MSS) for s in ("0", "1", "2")]
-    decisions = eq.step(at_caps, 0.0)
-    assert eq._groups["p"].multiplier == pytest.approx(eq.config.m_start * eq.config.relax)
+    for step in range(eq.config.ramp_window):  # a steady aggregate: not a ramp
+        assert eq.step(at_caps, float(step)) == []  # equal streams: no caps
+    before = eq._groups["p"].multiplier
+    eq.caps = {"0": 100, "1": 100, "2": 100}
+    decisions = eq.step(at_caps, 10.0)
+    assert eq._groups["p"].multiplier == pytest.approx(before * eq.config.relax)
     assert decisions and all("at their caps" in d.reason for d in decisions)
     assert all(cap > 100 for cap in eq.caps.values())
 

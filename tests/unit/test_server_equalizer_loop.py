@@ -78,7 +78,7 @@ def run_passes(
 
 def test_unequal_streams_get_a_cap_pushed_and_recorded(sessions: sessionmaker[Session]) -> None:
     tid = running_transfer(sessions, equalizer=True)
-    agents, made = run_passes(sessions, tid, 3)
+    agents, made = run_passes(sessions, tid, 6)
     assert made >= 1
     copy_id, body = agents.pushed[0]
     assert copy_id == f"{tid}-leg0" and set(body["stream_cwnd_caps"]) == {"0"}
@@ -90,14 +90,14 @@ def test_unequal_streams_get_a_cap_pushed_and_recorded(sessions: sessionmaker[Se
 
 def test_transfers_without_the_equalizer_are_left_alone(sessions: sessionmaker[Session]) -> None:
     tid = running_transfer(sessions, equalizer=False)
-    agents, made = run_passes(sessions, tid, 3)
+    agents, made = run_passes(sessions, tid, 6)
     assert made == 0 and agents.pushed == [] and events_of(sessions, tid) == []
 
 
 def test_mptcp_transfers_are_left_alone(sessions: sessionmaker[Session]) -> None:
     # their streams span every link, and MPTCP sockets take neither clamp nor pacing rate
     tid = running_transfer(sessions, equalizer=True, multilink="mptcp")
-    agents, made = run_passes(sessions, tid, 3)
+    agents, made = run_passes(sessions, tid, 6)
     assert made == 0 and agents.pushed == [] and events_of(sessions, tid) == []
 
 
@@ -107,9 +107,12 @@ def test_samples_already_seen_are_not_fed_again(sessions: sessionmaker[Session])
     loop = EqualizerLoop(sessions, agents)
 
     async def main() -> list[int]:
-        with sessions() as session:
-            store(session, tid, unequal(1000.0))
-        return [await loop.tick(), await loop.tick()]
+        made = []
+        for step in range(6):  # past the equalizer's ramp window: caps are set
+            with sessions() as session:
+                store(session, tid, unequal(1000.0 + step))
+            made.append(await loop.tick())
+        return [sum(made), await loop.tick()]
 
     first, second = asyncio.run(main())
     assert first >= 1 and second == 0
