@@ -36,6 +36,15 @@ RCVLOWAT_MIN = 16 << 10  # the rest of a PDU shorter than this is awaited the us
 RCVLOWAT_MAX = 256 << 10  # at most this much is awaited before a wakeup
 
 
+def low_water_mark(sock: socket.socket, missing: int) -> int:
+    """The SO_RCVLOWAT to await ``missing`` bytes with: at most RCVLOWAT_MAX and a
+    quarter of the socket's receive buffer (see :meth:`Connection._await_rest`); 1
+    (the default) when that is under RCVLOWAT_MIN."""
+    room = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 4
+    want = min(missing, RCVLOWAT_MAX, room)
+    return want if want >= RCVLOWAT_MIN else 1
+
+
 class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: TargetServer, portal: Portal) -> None:
         self.server = server
@@ -95,19 +104,22 @@ class Connection(asyncio.BufferedProtocol):
         few segments of it (SO_RCVLOWAT, capped at RCVLOWAT_MAX): on a long path with
         many connections each wakeup brings a few KiB, and the per-wakeup work, not
         the copying, was most of the target's CPU. Its sender owes those bytes, so
-        nothing waits on data that may never come; a closed connection still wakes."""
-        want = min(self.rx.missing(), RCVLOWAT_MAX)
-        want = want if want >= RCVLOWAT_MIN else 1
-        if want == self._lowat or self._lowat < 0 or self.transport is None:
+        nothing waits on data that may never come; a closed connection still wakes.
+
+        A low-water mark is kept under a quarter of the socket's receive buffer: one
+        that needs a bigger buffer makes Linux grow the buffer to it *and clamp the
+        receive window at the mark*, which held every stream of a 350 ms path at
+        256 KiB in flight for a second of its ramp, until autotuning lifted it."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None or self._lowat < 0:
             return
-        setsockopt = getattr(self.transport.get_extra_info("socket"), "setsockopt", None)
         try:
-            if setsockopt is None:
-                raise OSError("no socket")
-            setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
-            self._lowat = want
-        except OSError:
-            self._lowat = -1  # not settable here (no socket, or not TCP): leave it
+            want = low_water_mark(sock, self.rx.missing())
+            if want != self._lowat:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+                self._lowat = want
+        except (OSError, AttributeError):
+            self._lowat = -1  # not settable here (not a TCP socket): leave it
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
