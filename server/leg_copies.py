@@ -57,6 +57,7 @@ __all__ = [
 ISCSI_PORT = 3260
 MiB = 1 << 20
 MIN_EXTENT, MAX_EXTENT = 1 * MiB, 64 * MiB
+EXTENTS_PER_STREAM = 16
 
 
 class VolumeError(ValueError):
@@ -87,10 +88,17 @@ def copy_id(transfer_id: str, first_leg: int) -> str:
     return f"{transfer_id}-leg{first_leg}"
 
 
-def extent_size(stripe_unit: int) -> int:
-    """The stripe unit, kept between 1 and 64 MiB (a striped copy cuts extents at
-    stripe-unit boundaries anyway)."""
-    return max(MIN_EXTENT, min(MAX_EXTENT, stripe_unit))
+def extent_size(stripe_unit: int, length: int, streams: int) -> int:
+    """The stripe unit (a striped copy cuts extents at stripe-unit boundaries anyway),
+    but at most the power-of-two MiB that deals every stream ``EXTENTS_PER_STREAM``
+    extents, and between 1 and 64 MiB. A copy ends waiting on the last extent or two
+    of its slowest streams: with 1 GiB over 32 streams at 1e-4 loss, 8 MiB extents
+    (4 a stream, 4.8 s each at 14 Mbit/s) left half the copy to that tail."""
+    per_stream = length // max(1, streams * EXTENTS_PER_STREAM)
+    fit = MIN_EXTENT
+    while fit * 2 <= per_stream:
+        fit *= 2
+    return max(MIN_EXTENT, min(MAX_EXTENT, stripe_unit, fit))
 
 
 def _host(text: str) -> str:
@@ -163,16 +171,16 @@ def _request(
     links: Mapping[str, Link],
     sharing: Mapping[str, int],
 ) -> dict[str, Any]:
-    first = legs[0]
+    first, total = legs[0], sum(leg.bytes for leg in legs)
     dests = [volume_url(leg.dest_volume) for leg in legs]
     body: dict[str, Any] = {
         "id": copy_id(transfer.id, first.index),
         "source": source_location(first.source_volume),
         "dest": dests[0] if len(dests) == 1 else dests,
         "streams": first.streams,
-        "extent_size": extent_size(stripe_unit),
+        "extent_size": extent_size(stripe_unit, total, first.streams * len(legs)),
         "verify": transfer.verify,
-        "range": {"offset": 0, "length": sum(leg.bytes for leg in legs)},
+        "range": {"offset": 0, "length": total},
     }
     if transfer.congestion is not None:
         body["congestion"] = transfer.congestion

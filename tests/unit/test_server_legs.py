@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reservoir.server.leg_copies import extent_size
 from reservoir.server.legs import Leg, StripeLayout, compute_legs, striped_capacity
 
 MiB = 1 << 20
@@ -69,3 +70,13 @@ def test_stripe_units_without_a_workable_period_are_refused() -> None:
     dest = StripeLayout([1 << 44] * 11, 4096 * 10009)
     with pytest.raises(ValueError, match="common period"):
         compute_legs(source, dest)
+
+
+def test_extents_deal_every_stream_at_least_sixteen() -> None:
+    gib = 1 << 30
+    assert extent_size(8 * MiB, 4 * gib, 16) == 8 * MiB  # the stripe unit fits
+    assert extent_size(8 * MiB, 4 * gib, 48) == 4 * MiB  # 85 MiB a stream: 4 MiB extents
+    assert extent_size(8 * MiB, gib, 32) == 2 * MiB
+    assert extent_size(8 * MiB, 64 * MiB, 32) == MiB  # never under 1 MiB
+    assert extent_size(512 * MiB, 64 * gib, 1) == 64 * MiB  # never over 64 MiB
+    assert extent_size(3 * MiB, 64 * gib, 4) == 3 * MiB  # inside the stripe unit
