@@ -9,6 +9,8 @@ REPORT SUPPORTED OPERATION CODES says the opcode is supported.
 
 from __future__ import annotations
 
+import asyncio
+
 from reservoir.agent.initiator._commands import hash_range16, inquiry, report_one_opcode
 from reservoir.agent.initiator._errors import ProtocolError, ScsiError
 from reservoir.agent.initiator._session import Session
@@ -19,13 +21,21 @@ SUPPORTED = 0b011  # SPC-4 Table 305: supported, in conformance with a standard 
 
 
 async def supports_hash_range(session: Session, lun: int) -> bool:
-    """Whether ``lun`` is served by our target with HASH RANGE available."""
-    try:
-        ident = await session.scsi(lun, inquiry(), read_length=96)
-        if ident.data[8:16] != VENDOR:
-            return False
-        reply = await session.scsi(lun, report_one_opcode(HASH_RANGE_OPCODE), read_length=64)
-    except ScsiError:
+    """Whether ``lun`` is served by our target with HASH RANGE available. Both
+    questions are asked at once (one round trip, not two, before a copy's first
+    write); REPORT SUPPORTED OPERATION CODES only asks, so asking another vendor's
+    target is harmless, and its answer counts only where the vendor is ours."""
+    ident, reply = await asyncio.gather(
+        session.scsi(lun, inquiry(), read_length=96),
+        session.scsi(lun, report_one_opcode(HASH_RANGE_OPCODE), read_length=64),
+        return_exceptions=True,
+    )
+    for answer in (ident, reply):
+        if isinstance(answer, BaseException) and not isinstance(answer, ScsiError):
+            raise answer
+    if isinstance(ident, BaseException) or ident.data[8:16] != VENDOR:
+        return False
+    if isinstance(reply, BaseException):
         return False
     return len(reply.data) >= 2 and reply.data[1] & 0x07 == SUPPORTED
 
