@@ -93,7 +93,9 @@ def extent_size(stripe_unit: int, length: int, streams: int) -> int:
     but at most the power-of-two MiB that deals every stream ``EXTENTS_PER_STREAM``
     extents, and between 1 and 64 MiB. A copy ends waiting on the last extent or two
     of its slowest streams: with 1 GiB over 32 streams at 1e-4 loss, 8 MiB extents
-    (4 a stream, 4.8 s each at 14 Mbit/s) left half the copy to that tail."""
+    (4 a stream, 4.8 s each at 14 Mbit/s) left half the copy to that tail. Smaller
+    extents come with many streams, whose shares of a path are small, so the two
+    extents a stream keeps in flight still cover its share of the path's BDP."""
     per_stream = length // max(1, streams * EXTENTS_PER_STREAM)
     fit = MIN_EXTENT
     while fit * 2 <= per_stream:

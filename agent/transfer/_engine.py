@@ -57,7 +57,6 @@ from reservoir.agent.transfer._stream import (
     StreamStats,
     StreamWorker,
     VerifyError,
-    extents_in_flight,
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
@@ -477,7 +476,6 @@ class Run:
             self.options.depth,
             self.options.verify,
             self.options.verify_retries,
-            extents_in_flight(self.plan.extent_size),
         )
         return StreamWorker(
             self.stats[index], source, dest, self.dispatcher, settings, self._on_done

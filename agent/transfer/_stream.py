@@ -62,18 +62,6 @@ class Settings:
     extents_in_flight: int = 2  # written, not yet verified
 
 
-IN_FLIGHT_BYTES = 16 << 20  # what a stream keeps written but not yet verified
-MAX_EXTENTS_IN_FLIGHT = 8
-
-
-def extents_in_flight(extent_size: int) -> int:
-    """Extents a stream keeps in flight: ``IN_FLIGHT_BYTES`` of them (two 8 MiB
-    extents), so smaller extents do not shrink what a stream has on the wire; at
-    most ``MAX_EXTENTS_IN_FLIGHT``, so that tiny extents are not all held by the
-    first streams to start."""
-    return max(2, min(MAX_EXTENTS_IN_FLIGHT, -(-IN_FLIGHT_BYTES // extent_size)))
-
-
 class Dispatcher:
     """Hands extents to streams and takes back those of a failed stream.
 

@@ -16,7 +16,6 @@ from reservoir.agent.transfer._stream import (
     StreamWorker,
     VerifyError,
     digest,
-    extents_in_flight,
 )
 
 BLOCK = 512
@@ -315,11 +314,3 @@ def test_the_dispatcher_defers_a_slow_stream_only_near_the_end() -> None:
 
     assert asyncio.run(main()) == [True, False, True]
     assert dispatcher.deferred == 1
-
-
-def test_smaller_extents_keep_as_many_bytes_in_flight() -> None:
-    assert extents_in_flight(8 << 20) == 2
-    assert extents_in_flight(2 << 20) == 8
-    assert extents_in_flight(3 << 20) == 6  # 18 MiB: at least the 16
-    assert extents_in_flight(64 << 20) == 2
-    assert extents_in_flight(128 << 10) == 8  # not 128: the first streams would hold all
