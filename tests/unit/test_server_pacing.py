@@ -141,7 +141,7 @@ def equalize(w: World, tid: str, passes: int) -> RecordingAgents:
 def test_links_sharing_a_bottleneck_are_equalized_together(world: World) -> None:
     t = two_links(world, bottleneck="wan", pacing={"policy": "per-nic"})
     world.tick()
-    agents = equalize(world, t["id"], 3)
+    agents = equalize(world, t["id"], 6)  # past the equalizer's ramp window
     assert agents.pushed, "the fast streams of l1 should have been capped"
     copy_id, body = agents.pushed[0]
     assert copy_id == f"{t['id']}-leg0"
@@ -153,7 +153,7 @@ def test_links_sharing_a_bottleneck_are_equalized_together(world: World) -> None
 def test_links_without_a_shared_bottleneck_are_equalized_apart(world: World) -> None:
     t = two_links(world)
     world.tick()
-    agents = equalize(world, t["id"], 3)
+    agents = equalize(world, t["id"], 6)  # past the equalizer's ramp window
     assert agents.pushed == []  # within each link the two streams are equal
     with world.sessions() as session:
         n = session.scalar(
