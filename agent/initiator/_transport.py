@@ -2,9 +2,10 @@
 
 :class:`PduTransport` is the seam (like libiscsi's ``queue_pdu``): a session only
 calls ``send``, ``drop``, ``close`` and ``set_digests`` on it and is fed through a
-:class:`PduSink`.  :class:`TcpTransport` is the real one: an asyncio Protocol that
-frames PDUs with the codec's :class:`Framer` and writes everything queued during
-one loop iteration with a single ``writelines``.
+:class:`PduSink`.  :class:`TcpTransport` is the real one: an asyncio
+BufferedProtocol that frames PDUs with the target's :class:`Receiver` (a large
+Data-In segment is read by the kernel into a buffer of its own) and writes
+everything queued during one loop iteration with a single ``writelines``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.receiver import Receiver
 
 
 class PduSink(Protocol):
@@ -47,7 +49,7 @@ Connector = Callable[[str, int, str | None, PduSink], Awaitable[PduTransport]]
 TCP_INFO_LEN = 256
 
 
-class TcpTransport(asyncio.Protocol):
+class TcpTransport(asyncio.BufferedProtocol):
     """One TCP connection carrying iSCSI PDUs.
 
     ``outgoing_filter`` is a test seam: when set, a PDU for which it returns
@@ -56,7 +58,7 @@ class TcpTransport(asyncio.Protocol):
 
     def __init__(self, sink: PduSink) -> None:
         self.sink = sink
-        self.framer = P.Framer()
+        self.rx = Receiver()
         self.header_digest = False
         self.data_digest = False
         self.transport: asyncio.Transport | None = None
@@ -68,10 +70,13 @@ class TcpTransport(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
 
-    def data_received(self, data: bytes) -> None:
-        self.framer.feed(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.rx.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.rx.received(nbytes)
         try:
-            while not self._lost and (frame := self.framer.next()) is not None:
+            while not self._lost and (frame := self.rx.next()) is not None:
                 self.sink.pdu_received(P.decode(*frame))
         except P.PduError:
             self.drop()
@@ -98,8 +103,8 @@ class TcpTransport(asyncio.Protocol):
             self.transport.writelines(out)
 
     def set_digests(self, header: bool, data: bool) -> None:
-        self.header_digest = self.framer.header_digest = header
-        self.data_digest = self.framer.data_digest = data
+        self.header_digest = self.rx.header_digest = header
+        self.data_digest = self.rx.data_digest = data
 
     def drop(self) -> None:
         """Break the connection at once (RST), as a network failure would."""

@@ -13,11 +13,11 @@ receiver should answer with, and whether the connection can go on.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar, Self
 
-from reservoir.agent.iscsi.digest import DIGEST_LEN, digest
+from reservoir.agent.iscsi.digest import digest
 
 BHS_LEN = 48
 MAX_DATA_SEGMENT = (1 << 24) - 1
@@ -962,82 +962,3 @@ def encode(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) 
 
 def encode_bytes(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) -> bytes:
     return b"".join(encode(pdu, header_digest=header_digest, data_digest=data_digest))
-
-
-@dataclass(slots=True)
-class Framer:
-    """Splits a byte stream into PDUs, checking digests (sans-IO).
-
-    Feed bytes with :meth:`feed`; :meth:`next` returns the next whole PDU as
-    (bhs, ahs, data) or None.  A bad header digest is fatal (framing cannot be
-    trusted); a bad data digest raises a non-fatal PduError with reason
-    DATA_DIGEST_ERROR after the PDU was consumed.  Consumed bytes are dropped
-    once per :meth:`feed`, not once per PDU.
-    """
-
-    header_digest: bool = False
-    data_digest: bool = False
-    max_data: int = MAX_DATA_SEGMENT
-    buf: bytearray = field(default_factory=bytearray)
-    pos: int = 0
-
-    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
-        if self.pos:
-            del self.buf[: self.pos]
-            self.pos = 0
-        self.buf += chunk
-
-    def pending(self) -> int:
-        """Bytes received and not yet returned as a PDU."""
-        return len(self.buf) - self.pos
-
-    def missing(self) -> int:
-        """Bytes still to come of the PDU whose header has arrived; 0 when no such PDU
-        is under way (nothing pending, or not even its header yet)."""
-        buf, pos = self.buf, self.pos
-        if len(buf) - pos < BHS_LEN:
-            return 0
-        data_len = int.from_bytes(buf[pos + 5 : pos + 8], "big")
-        hd = DIGEST_LEN if self.header_digest else 0
-        dd = DIGEST_LEN if (self.data_digest and data_len) else 0
-        end = pos + BHS_LEN + buf[pos + 4] * 4 + hd + ((data_len + 3) & ~3) + dd
-        return max(0, end - len(buf))
-
-    def next(self) -> tuple[bytes, bytes, bytes] | None:
-        buf, pos = self.buf, self.pos
-        if len(buf) - pos < BHS_LEN:
-            return None
-        ahs_len = buf[pos + 4] * 4
-        data_len = int.from_bytes(buf[pos + 5 : pos + 8], "big")
-        if data_len > self.max_data:
-            raise PduError(
-                f"data segment of {data_len} bytes exceeds {self.max_data}",
-                RejectReason.PROTOCOL_ERROR,
-                bytes(buf[pos : pos + BHS_LEN]),
-                fatal=True,
-            )
-        hd = DIGEST_LEN if self.header_digest else 0
-        dd = DIGEST_LEN if (self.data_digest and data_len) else 0
-        end = pos + BHS_LEN + ahs_len + hd + ((data_len + 3) & ~3) + dd
-        if len(buf) < end:
-            return None
-        self.pos = end
-        with memoryview(buf) as view:
-            return _split_frame(view[pos:end], ahs_len, data_len, hd, dd)
-
-
-def _split_frame(
-    frame: memoryview, ahs_len: int, data_len: int, hd: int, dd: int
-) -> tuple[bytes, bytes, bytes]:
-    with frame:
-        head_end = BHS_LEN + ahs_len
-        bhs = bytes(frame[:BHS_LEN])
-        if hd and frame[head_end : head_end + hd] != digest(frame[:head_end]):
-            raise PduError("header digest error", RejectReason.PROTOCOL_ERROR, bhs, fatal=True)
-        data_start = head_end + hd
-        data_end = data_start + ((data_len + 3) & ~3)
-        if dd and frame[data_end : data_end + dd] != digest(frame[data_start:data_end]):
-            raise PduError("data digest error", RejectReason.DATA_DIGEST_ERROR, bhs)
-        ahs = bytes(frame[BHS_LEN:head_end]) if ahs_len else b""
-        data = bytes(frame[data_start : data_start + data_len]) if data_len else b""
-    return bhs, ahs, data

@@ -1,10 +1,10 @@
 """PDUs read from a socket straight into their own buffers (sans-IO).
 
-The target's receive half, shaped for :class:`asyncio.BufferedProtocol`: the
-transport asks :meth:`Receiver.get_buffer` where the next bytes go, reads into
-it and says how many with :meth:`Receiver.received`; :meth:`Receiver.next`
-then returns whole PDUs as (bhs, ahs, data), like
-:class:`~reservoir.agent.iscsi.pdu.Framer`.
+The receive half of a connection (the target's and the initiator's), shaped
+for :class:`asyncio.BufferedProtocol`: the transport asks
+:meth:`Receiver.get_buffer` where the next bytes go, reads into it and says how
+many with :meth:`Receiver.received`; :meth:`Receiver.next` then returns whole
+PDUs as (bhs, ahs, data). A blocking client does the same with ``recv_into``.
 
 Small PDUs are read in bulk into a staging buffer and split there.  A PDU
 whose data segment is large (a write's Data-Out or immediate data) gets a
@@ -115,6 +115,22 @@ class Receiver:
             self._filled += nbytes
         else:
             self._end += nbytes
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """Every PDU that ``data`` completes, for a caller holding bytes rather than
+        reading a socket (a test, a fuzzer): copied in where :meth:`get_buffer` says."""
+        frames: list[Frame] = []
+        view = memoryview(data).cast("B")
+        while view:
+            room = self.get_buffer()
+            n = min(len(room), len(view))
+            room[:n] = view[:n]
+            del room
+            self.received(n)
+            view = view[n:]
+            while (frame := self.next()) is not None:
+                frames.append(frame)
+        return frames
 
     def pending(self) -> int:
         """Bytes received and not yet returned as a PDU."""

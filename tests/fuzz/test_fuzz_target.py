@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi.receiver import Frame, Receiver
 from reservoir.agent.iscsi.text import encode_text
 from reservoir.agent.target.config import Lun, Target, TargetConfig
 from reservoir.agent.target.connection import Connection
@@ -36,7 +37,8 @@ FUZZ = settings(
 
 class MemoryTransport:
     def __init__(self) -> None:
-        self.out = P.Framer()
+        self.out = Receiver()
+        self.frames: list[Frame] = []
         self.closing = False
 
     def get_extra_info(self, name: str) -> Any:
@@ -44,7 +46,7 @@ class MemoryTransport:
 
     def writelines(self, parts: list[P.Buffer]) -> None:
         for part in parts:
-            self.out.feed(part)
+            self.frames += self.out.feed(part)
 
     def is_closing(self) -> bool:
         return self.closing
@@ -53,10 +55,8 @@ class MemoryTransport:
         self.closing = True
 
     def pdus(self) -> list[P.Pdu]:
-        out = []
-        while (frame := self.out.next()) is not None:
-            out.append(P.decode(*frame))
-        return out
+        frames, self.frames = self.frames, []
+        return [P.decode(*frame) for frame in frames]
 
 
 def _cdb(op: int, lba: int, blocks: int) -> bytes:
@@ -197,11 +197,9 @@ def test_target_connection_survives_any_pdu_sequence(tmp_path: Path, chunks: lis
 
 @settings(max_examples=2000, deadline=None)
 @given(st.binary(min_size=1, max_size=400), st.booleans(), st.booleans())
-def test_framer_and_decoder_raise_only_pdu_error(blob: bytes, hd: bool, dd: bool) -> None:
-    framer = P.Framer(header_digest=hd, data_digest=dd, max_data=8192)
-    framer.feed(blob)
+def test_receiver_and_decoder_raise_only_pdu_error(blob: bytes, hd: bool, dd: bool) -> None:
     try:
-        while (frame := framer.next()) is not None:
+        for frame in Receiver(header_digest=hd, data_digest=dd, max_data=8192).feed(blob):
             P.decode(*frame)
     except P.PduError:
         pass

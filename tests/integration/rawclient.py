@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.chap import ChapInitiator, ChapSecret
+from reservoir.agent.iscsi.receiver import Receiver
 from reservoir.agent.iscsi.text import encode_text, parse_text
 
 INITIATOR = "iqn.2026-11.org.reservoir:test-client"
@@ -41,7 +42,7 @@ class RawClient:
     header_digest: bool = False
     data_digest: bool = False
     sock: socket.socket | None = None
-    framer: P.Framer = field(default_factory=P.Framer)
+    rx: Receiver = field(default_factory=Receiver)
     itt: int = 1
     cmdsn: int = 1
     expstatsn: int = 0
@@ -78,11 +79,11 @@ class RawClient:
     def recv(self) -> P.Pdu:
         """The next PDU; raises ConnectionError when the target closed the connection."""
         assert self.sock is not None
-        while (frame := self.framer.next()) is None:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
+        while (frame := self.rx.next()) is None:
+            got = self.sock.recv_into(self.rx.get_buffer())
+            if not got:
                 raise ConnectionError("target closed the connection")
-            self.framer.feed(chunk)
+            self.rx.received(got)
         pdu = P.decode(*frame)
         if isinstance(pdu, P.ScsiResponse | P.NopIn | P.TextResponse | P.LogoutResponse | P.Reject):
             self.expstatsn = (pdu.statsn + 1) & 0xFFFFFFFF
@@ -137,8 +138,8 @@ class RawClient:
             answer = self._login_step([], csg=1, nsg=3, transit=True, cid=cid)
         self.tsih = answer.tsih
         self.params.update(parse_text(bytes(answer.data)))
-        self.framer.header_digest = self.header_digest
-        self.framer.data_digest = self.data_digest
+        self.rx.header_digest = self.header_digest
+        self.rx.data_digest = self.data_digest
         return answer
 
     def _security(

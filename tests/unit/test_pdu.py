@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.digest import digest
+from reservoir.agent.iscsi.receiver import Receiver
 
 u32 = st.integers(0, 0xFFFFFFFF)
 u16 = st.integers(0, 0xFFFF)
@@ -69,12 +70,10 @@ def _strategy_for(cls: type[P.Pdu]) -> st.SearchStrategy[P.Pdu]:
 
 
 def _roundtrip(pdu: P.Pdu, hd: bool, dd: bool) -> P.Pdu:
-    framer = P.Framer(header_digest=hd, data_digest=dd)
-    framer.feed(P.encode_bytes(pdu, header_digest=hd, data_digest=dd))
-    frame = framer.next()
-    assert frame is not None
-    assert framer.next() is None and framer.pending() == 0
-    return P.decode(*frame)
+    rx = Receiver(header_digest=hd, data_digest=dd)
+    frames = rx.feed(P.encode_bytes(pdu, header_digest=hd, data_digest=dd))
+    assert len(frames) == 1 and rx.pending() == 0
+    return P.decode(*frames[0])
 
 
 def _normalize(pdu: P.Pdu) -> P.Pdu:
@@ -135,47 +134,20 @@ def test_extended_cdb_travels_in_an_ahs() -> None:
     assert back.cdb == cdb
 
 
-def test_framer_waits_for_whole_pdu_fed_byte_by_byte() -> None:
+def test_a_pdu_fed_byte_by_byte_arrives_once_whole() -> None:
     wire = P.encode_bytes(P.NopOut(itt=3, data=b"ping"), header_digest=True, data_digest=True)
-    framer = P.Framer(header_digest=True, data_digest=True)
-    for i, byte in enumerate(wire):
-        assert framer.next() is None, f"frame ready after {i} bytes"
-        framer.feed(bytes([byte]))
-    frame = framer.next()
-    assert frame is not None and P.decode(*frame).itt == 3
+    rx = Receiver(header_digest=True, data_digest=True)
+    for i, byte in enumerate(wire[:-1]):
+        assert rx.feed(bytes([byte])) == [], f"frame ready after {i + 1} bytes"
+    frames = rx.feed(wire[-1:])
+    assert len(frames) == 1 and P.decode(*frames[0]).itt == 3
 
 
-def test_bad_header_digest_is_fatal() -> None:
+def test_bad_header_digest_of_a_small_pdu_is_fatal() -> None:
     wire = bytearray(P.encode_bytes(P.NopOut(itt=3), header_digest=True))
     wire[50] ^= 1
-    framer = P.Framer(header_digest=True)
-    framer.feed(wire)
     with pytest.raises(P.PduError) as err:
-        framer.next()
-    assert err.value.fatal
-
-
-def test_bad_data_digest_is_data_digest_error_and_consumes_the_pdu() -> None:
-    first = bytearray(P.encode_bytes(P.NopOut(itt=3, data=b"abcd"), data_digest=True))
-    first[-1] ^= 0xFF
-    second = P.encode_bytes(P.NopOut(itt=4), data_digest=True)
-    framer = P.Framer(data_digest=True)
-    framer.feed(bytes(first) + second)
-    with pytest.raises(P.PduError) as err:
-        framer.next()
-    assert err.value.reason == P.RejectReason.DATA_DIGEST_ERROR
-    assert not err.value.fatal
-    frame = framer.next()
-    assert frame is not None and P.decode(*frame).itt == 4
-
-
-def test_oversized_data_segment_is_refused_before_buffering() -> None:
-    header = bytearray(P.NopOut(itt=1).encode_header())
-    header[5:8] = (1 << 20).to_bytes(3, "big")
-    framer = P.Framer(max_data=8192)
-    framer.feed(header)
-    with pytest.raises(P.PduError, match="exceeds 8192") as err:
-        framer.next()
+        Receiver(header_digest=True).feed(wire)
     assert err.value.fatal
 
 
@@ -216,27 +188,23 @@ def test_truncated_bhs_is_fatal() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=48, max_size=200))
 def test_decode_of_arbitrary_bytes_raises_only_pdu_error(blob: bytes) -> None:
-    framer = P.Framer(header_digest=blob[0] & 1 == 1, max_data=1024)
-    framer.feed(blob)
     try:
-        frame = framer.next()
-        if frame is not None:
+        for frame in Receiver(header_digest=blob[0] & 1 == 1, max_data=1024).feed(blob):
             P.decode(*frame)
     except P.PduError:
         pass
 
 
-def test_the_framer_says_how_much_of_a_pdu_under_way_is_missing() -> None:
+def test_the_receiver_counts_padding_and_digests_in_what_is_missing() -> None:
     """What the target waits for in one wakeup (SO_RCVLOWAT): the rest of the PDU whose
     header has arrived, padding and digests included; 0 before a header."""
     data = bytes(range(256)) * 4 + b"x"  # 1025 bytes: 3 of padding
     wire = P.encode_bytes(P.NopOut(itt=1, data=data), data_digest=True)
     assert len(wire) == 48 + 1028 + 4
-    f = P.Framer(data_digest=True)
-    assert f.missing() == 0
-    f.feed(wire[:20])
-    assert f.missing() == 0  # no whole header yet
-    f.feed(wire[20:100])
-    assert f.missing() == len(wire) - 100
-    f.feed(wire[100:])
-    assert f.missing() == 0 and f.next() is not None
+    rx = Receiver(data_digest=True)
+    assert rx.missing() == 0
+    rx.feed(wire[:20])
+    assert rx.missing() == 0  # no whole header yet
+    rx.feed(wire[20:100])
+    assert rx.missing() == len(wire) - 100
+    assert len(rx.feed(wire[100:])) == 1 and rx.missing() == 0
