@@ -340,8 +340,12 @@ def test_copy_rides_out_a_kill_and_restart_of_the_target(
             threading.Timer(1.5, restart).start()
 
     url = f"iscsi://{LOCALHOST}:{port}/{iqn}/0"
+    # paced, so that writes are on the wire when the target dies: on bare loopback a
+    # stream is as often between commands (reading, hashing) and nothing is reissued
+    caps = StreamCaps(None)
+    caps.want({}, {stream: 16_000_000 for stream in range(4)})
     try:
-        opts = options(tmp_path, extent_size=1 << 20)
+        opts = options(tmp_path, extent_size=1 << 20, stream_caps=caps)
         summary = asyncio.run(copy(str(source), url, opts, progress=progress))
     finally:
         for proc in procs:
