@@ -86,7 +86,7 @@ class EqualizerConfig:
         if not 1 <= self.m_start <= self.m_max:
             raise ValueError("need 1 <= m_start <= m_max")
         if self.min_cwnd < 1 or self.memory < self.ramp_window or self.ramp_window < 1:
-            raise ValueError("min_cwnd and ramp_window must be at least 1, memory ramp_window")
+            raise ValueError("need min_cwnd, ramp_window >= 1 and memory >= ramp_window")
 
 
 @dataclass(frozen=True, slots=True)
