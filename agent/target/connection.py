@@ -40,8 +40,9 @@ def low_water_mark(sock: socket.socket, missing: int) -> int:
     """The SO_RCVLOWAT to await ``missing`` bytes with: at most RCVLOWAT_MAX and a
     quarter of the socket's receive buffer (see :meth:`Connection._await_rest`); 1
     (the default) when that is under RCVLOWAT_MIN."""
-    room = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 4
-    want = min(missing, RCVLOWAT_MAX, room)
+    want = min(missing, RCVLOWAT_MAX)
+    if want >= RCVLOWAT_MIN:  # only then is the buffer worth a system call
+        want = min(want, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 4)
     return want if want >= RCVLOWAT_MIN else 1
 
 
