@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance bench bench-copy bench-lfn bench-coordinator bench-equalizer fmt clean
+.PHONY: install test check demo conformance bench bench-full bench-copy bench-lfn bench-coordinator bench-equalizer fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -26,6 +26,9 @@ conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, 
 
 bench: $(STAMP)     ## the quick subset of every shipped campaign: design.md section 6 figures (~15 min)
 	.venv/bin/python -m reservoir.lab.campaign.bench
+
+bench-full: $(STAMP) ## every shipped campaign's whole matrix with its repetitions, then the section 6 figures (~2 h)
+	.venv/bin/python -m reservoir.lab.campaign.bench --full
 
 bench-copy: $(STAMP)  ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)
 	.venv/bin/python -m reservoir.lab.bench_copy

@@ -1,7 +1,9 @@
 """``make bench``: the quick subset of every shipped campaign, one after the other, and
-the figures of design.md section 6 as ratios measured in the same run.
+the figures of design.md section 6 as ratios measured in the same run; ``make
+bench-full`` (``--full``) the same over every campaign's whole matrix with its written
+repetitions (about two hours on the development machine).
 
-    python -m reservoir.lab.campaign.bench [--out DIR] [--only NAME ...]
+    python -m reservoir.lab.campaign.bench [--full] [--out DIR] [--only NAME ...]
 
 Each campaign's results go to ``DIR/NAME/`` (results.json, report.html, log.txt); the
 end prints each campaign's summary table and then one block of section 6 figures:
@@ -105,22 +107,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="make bench", description="the quick subset of every shipped campaign"
     )
-    parser.add_argument("--out", type=Path, help="default: campaign-runs/bench-YYYYmmdd-HHMMSS")
+    parser.add_argument(
+        "--full", action="store_true", help="every campaign's whole matrix and repetitions"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="default: campaign-runs/bench-YYYYmmdd-HHMMSS (full-... with --full)",
+    )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these campaigns only")
     args = parser.parse_args(argv)
-    out: Path = args.out or Path("campaign-runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
+    kind = "full" if args.full else "bench"
+    out: Path = args.out or Path("campaign-runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     files = [f for f in shipped() if not args.only or f.stem in args.only]
     worst = 0
     results = []
     for f in files:
-        print(f"\n=== {f.stem} (quick subset)", flush=True)
-        code = run_main(f, quick=True, out=out / f.stem)
+        print(f"\n=== {f.stem} ({'whole matrix' if args.full else 'quick subset'})", flush=True)
+        code = run_main(f, quick=not args.full, out=out / f.stem)
         if code in (130, 143):
             return code
         worst = max(worst, code)
         if (out / f.stem / "results.json").exists():
             results.append(CampaignRun.load(out / f.stem / "results.json"))
-    print(f"\n=== make bench: {len(results)} campaigns, results in {out}")
+    target = "bench-full" if args.full else "bench"
+    print(f"\n=== make {target}: {len(results)} campaigns, results in {out}")
     for r in results:
         print(f"\n{r.campaign}:\n{format_summary(summary_rows(r))}")
     print()
