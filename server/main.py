@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir import __version__
 from reservoir.server import db, web
@@ -36,22 +38,56 @@ __all__ = ["API_PREFIX", "create_app"]
 API_PREFIX = "/api/v1"
 
 
-def create_app(
+@dataclass
+class _Services:
+    """What the app runs beside its routes, started and stopped by its lifespan."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    scheduler: Scheduler
+    collector: TelemetryCollector | None
+    equalizer: EqualizerLoop | None
+    prober: LinkProber
+    proxy: HttpAgentClient
+    watcher: CampaignWatcher
+
+    async def start(self) -> None:
+        db.upgrade(self.engine)
+        self.prober.recover()
+        if isinstance(self.scheduler, AgentScheduler):
+            await self.scheduler.start(self.sessions)
+        if self.collector is not None:
+            await self.collector.start()
+        if self.equalizer is not None:
+            await self.equalizer.start()
+        await self.watcher.start()
+
+    async def stop(self) -> None:
+        await self.prober.stop()
+        await self.proxy.aclose()
+        await self.watcher.stop()
+        if self.equalizer is not None:
+            await self.equalizer.stop()
+        if self.collector is not None:
+            await self.collector.stop()
+        if isinstance(self.scheduler, AgentScheduler):
+            await self.scheduler.stop()
+        self.engine.dispose()
+
+
+def _services(
     settings: ServerSettings,
     *,
-    engine: Engine | None = None,
-    scheduler: Scheduler | None = None,
-    collector: TelemetryCollector | None = None,
-    equalizer: EqualizerLoop | None = None,
-    campaign_watcher: CampaignWatcher | None = None,
-) -> FastAPI:
-    """The app; its lifespan upgrades the database to the latest revision first, then
-    starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
-    agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
-    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), and the
-    watcher of campaign runs (``campaign_watch.py``); it stops them at the end."""
+    engine: Engine | None,
+    scheduler: Scheduler | None,
+    collector: TelemetryCollector | None,
+    equalizer: EqualizerLoop | None,
+    campaign_watcher: CampaignWatcher | None,
+) -> _Services:
+    """The given services, and defaults for the others: the scheduler of
+    ``settings.scheduler`` and, with the agents' scheduler, the telemetry collector and
+    the equalizer."""
     engine = engine or db.make_engine(settings.database_url)
-
     sessions = db.make_sessions(engine)
     if scheduler is None:
         scheduler = (
@@ -63,58 +99,19 @@ def create_app(
         collector = TelemetryCollector(sessions, on_copy_ended=scheduler.wake)
     if equalizer is None and isinstance(scheduler, AgentScheduler):
         equalizer = EqualizerLoop(sessions)
-    prober = LinkProber(sessions)
-    proxy = HttpAgentClient(timeout=agent_proxy.TIMEOUT)  # routes/agent_proxy.py
-    watcher = campaign_watcher or CampaignWatcher(sessions)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db.upgrade(engine)
-        prober.recover()
-        if isinstance(scheduler, AgentScheduler):
-            await scheduler.start(sessions)
-        if collector is not None:
-            await collector.start()
-        if equalizer is not None:
-            await equalizer.start()
-        await watcher.start()
-        try:
-            yield
-        finally:
-            await prober.stop()
-            await proxy.aclose()
-            await watcher.stop()
-            if equalizer is not None:
-                await equalizer.stop()
-            if collector is not None:
-                await collector.stop()
-            if isinstance(scheduler, AgentScheduler):
-                await scheduler.stop()
-            engine.dispose()
-
-    app = FastAPI(
-        title="Reservoir coordinator",
-        version=__version__,
-        description="Agents, volume sets, links and block transfers across them.",
-        lifespan=lifespan,
-        openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
-        redoc_url=None,
+    return _Services(
+        engine=engine,
+        sessions=sessions,
+        scheduler=scheduler,
+        collector=collector,
+        equalizer=equalizer,
+        prober=LinkProber(sessions),
+        proxy=HttpAgentClient(timeout=agent_proxy.TIMEOUT),  # routes/agent_proxy.py
+        watcher=campaign_watcher or CampaignWatcher(sessions),
     )
-    app.state.settings = settings
-    app.state.sessions = sessions
-    app.state.scheduler = scheduler
-    app.state.prober = prober
-    app.state.agent_proxy = proxy
-    app.state.campaigns = watcher
-    install_handlers(app)
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["Authorization", "Content-Type"],
-        )
+
+
+def _include_routes(app: FastAPI) -> None:
     api = APIRouter(prefix=API_PREFIX)
     for module in (
         health,
@@ -130,4 +127,61 @@ def create_app(
     app.include_router(api)
     app.include_router(metrics.router)
     web.mount(app)  # the dashboard at /, after every API route
+
+
+def create_app(
+    settings: ServerSettings,
+    *,
+    engine: Engine | None = None,
+    scheduler: Scheduler | None = None,
+    collector: TelemetryCollector | None = None,
+    equalizer: EqualizerLoop | None = None,
+    campaign_watcher: CampaignWatcher | None = None,
+) -> FastAPI:
+    """The app; its lifespan upgrades the database to the latest revision first, then
+    starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
+    agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
+    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), and the
+    watcher of campaign runs (``campaign_watch.py``); it stops them at the end."""
+    services = _services(
+        settings,
+        engine=engine,
+        scheduler=scheduler,
+        collector=collector,
+        equalizer=equalizer,
+        campaign_watcher=campaign_watcher,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await services.start()
+        try:
+            yield
+        finally:
+            await services.stop()
+
+    app = FastAPI(
+        title="Reservoir coordinator",
+        version=__version__,
+        description="Agents, volume sets, links and block transfers across them.",
+        lifespan=lifespan,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.sessions = services.sessions
+    app.state.scheduler = services.scheduler
+    app.state.prober = services.prober
+    app.state.agent_proxy = services.proxy
+    app.state.campaigns = services.watcher
+    install_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    _include_routes(app)
     return app
