@@ -24,9 +24,9 @@ from types import FrameType
 
 from reservoir.lab import netns
 from reservoir.lab.campaign._progress import Progress
-from reservoir.lab.campaign._results import format_summary, summary_rows
+from reservoir.lab.campaign._results import CampaignRun, format_summary, summary_rows
 from reservoir.lab.campaign._runner import Cancelled, estimates, run_campaign
-from reservoir.lab.campaign._spec import CampaignError, load
+from reservoir.lab.campaign._spec import Campaign, CampaignError, load
 
 __all__ = ["default_out", "run_main"]
 
@@ -62,6 +62,56 @@ def _coordinator(url: str | None, token_file: Path | None) -> tuple[str, str | N
     return (url or os.environ.get(ENV_SERVER) or DEFAULT_SERVER), token
 
 
+def _with_repetitions(campaign: Campaign, repetitions: int | None, quick: bool) -> Campaign:
+    """The campaign with ``--repetitions`` in place of the file's, for the part that
+    runs; a count out of range is a :class:`CampaignError`."""
+    if repetitions is None:
+        return campaign
+    if not 1 <= repetitions <= MAX_REPETITIONS:
+        raise CampaignError(f"--repetitions: 1 to {MAX_REPETITIONS}, got {repetitions}")
+    if quick:
+        return dataclasses.replace(campaign, quick_repetitions=repetitions)
+    return dataclasses.replace(campaign, repetitions=repetitions)
+
+
+def _finish(prog: Progress, result: CampaignRun, out: Path) -> int:
+    """Progress, summary and exit code of a campaign that ran to its end."""
+    failed = [r for r in result.runs if not r.ok]
+    if failed:
+        first = f"{failed[0].scenario.name}: {failed[0].error}"
+        prog.finish("failed", f"{len(failed)} of {len(result.runs)} runs failed; {first}")
+    else:
+        prog.finish("completed")
+    prog.say(format_summary(summary_rows(result)))
+    prog.say(f"results: {out / 'results.json'}\nreport:  {out / 'report.html'}")
+    return 1 if failed else 0
+
+
+def _run(
+    campaign: Campaign,
+    out: Path,
+    prog: Progress,
+    quick: bool,
+    remote: tuple[str, str | None] | None,
+) -> int:
+    """Runs the campaign with SIGTERM turned into a cancellation; the exit code."""
+    previous = signal.signal(signal.SIGTERM, functools.partial(_on_term, os.getpid()))
+    try:
+        result = run_campaign(campaign, out, prog, quick=quick, coordinator=remote)
+    except (Cancelled, KeyboardInterrupt) as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        prog.finish("cancelled", "interrupted" if interrupted else "terminated")
+        prog.say(f"cancelled; the runs so far are in {out / 'results.json'}")
+        return 130 if interrupted else 143
+    except Exception as exc:
+        prog.finish("failed", str(exc) or type(exc).__name__)
+        prog.say(f"{PROG}: {exc}")
+        return 2 if isinstance(exc, CampaignError) else 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _finish(prog, result, out)
+
+
 def run_main(
     file: Path,
     *,
@@ -72,22 +122,12 @@ def run_main(
     token_file: Path | None = None,
 ) -> int:
     try:
-        campaign = load(file)
+        campaign = _with_repetitions(load(file), repetitions, quick)
         real = campaign.topology.kind == "real"
         remote = _coordinator(coordinator, token_file) if real else None
     except CampaignError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    if repetitions is not None:
-        if not 1 <= repetitions <= MAX_REPETITIONS:
-            print(
-                f"{PROG}: --repetitions: 1 to {MAX_REPETITIONS}, got {repetitions}", file=sys.stderr
-            )
-            return 2
-        if quick:
-            campaign = dataclasses.replace(campaign, quick_repetitions=repetitions)
-        else:
-            campaign = dataclasses.replace(campaign, repetitions=repetitions)
     why = None if real else netns.can_create()
     if why is not None:
         print(f"{PROG}: cannot build the lab here: {why}", file=sys.stderr)
@@ -107,27 +147,4 @@ def run_main(
             f"{campaign.name} ({which}): {prog.total} runs, about"
             f" {campaign.estimate_seconds(quick=quick) / 60:.0f} min; results in {out}"
         )
-        previous = signal.signal(signal.SIGTERM, functools.partial(_on_term, os.getpid()))
-        try:
-            result = run_campaign(campaign, out, prog, quick=quick, coordinator=remote)
-        except (Cancelled, KeyboardInterrupt) as exc:
-            prog.finish(
-                "cancelled", "interrupted" if isinstance(exc, KeyboardInterrupt) else "terminated"
-            )
-            prog.say(f"cancelled; the runs so far are in {out / 'results.json'}")
-            return 130 if isinstance(exc, KeyboardInterrupt) else 143
-        except Exception as exc:
-            prog.finish("failed", str(exc) or type(exc).__name__)
-            prog.say(f"{PROG}: {exc}")
-            return 2 if isinstance(exc, CampaignError) else 1
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-        failed = [r for r in result.runs if not r.ok]
-        if failed:
-            first = f"{failed[0].scenario.name}: {failed[0].error}"
-            prog.finish("failed", f"{len(failed)} of {len(result.runs)} runs failed; {first}")
-        else:
-            prog.finish("completed")
-        prog.say(format_summary(summary_rows(result)))
-        prog.say(f"results: {out / 'results.json'}\nreport:  {out / 'report.html'}")
-        return 1 if failed else 0
+        return _run(campaign, out, prog, quick, remote)
