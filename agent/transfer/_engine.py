@@ -119,6 +119,7 @@ async def copy(
 ) -> CopySummary:
     """Copies ``source`` to ``dest``, or striped over several destinations (a volume
     set, ``options.stripe_unit`` bytes a unit); raises :class:`CopyError`."""
+    began = time.monotonic()
     dests = [dest] if isinstance(dest, str) else list(dest)
     if options.streams < 1:
         raise CopyError("--streams must be at least 1")
@@ -151,7 +152,14 @@ async def copy(
         src = await open_source(source, login, early)
         try:
             return await _copy_from(
-                src, source, dests, options=options, login=login, paths=paths, progress=progress
+                src,
+                source,
+                dests,
+                options=options,
+                login=login,
+                paths=paths,
+                progress=progress,
+                began=began,
             )
         finally:
             await src.close()
@@ -193,6 +201,7 @@ async def _copy_from(
     login: Login,
     paths: list[PathSpec],
     progress: Callable[[Progress], None] | None,
+    began: float,
 ) -> CopySummary:
     offset, length = _resolve_range(src, options.range)
     unit = options.stripe_unit if len(dests) > 1 else 0
@@ -215,7 +224,14 @@ async def _copy_from(
         )
         checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
         run = Run(
-            plan, src, dsts, paths=paths, options=options, checkpoint=checkpoint, progress=progress
+            plan,
+            src,
+            dsts,
+            paths=paths,
+            options=options,
+            checkpoint=checkpoint,
+            progress=progress,
+            began=began,
         )
         return await run.execute()
     finally:
@@ -278,6 +294,7 @@ class Run:
         checkpoint: ck.Checkpoint,
         progress: Callable[[Progress], None] | None,
         pinger: Callable[[PathSpec], Awaitable[Pinger]] | None = None,
+        began: float | None = None,
     ) -> None:
         self.dsts = list(dst) if isinstance(dst, Sequence) else [dst]  # one per server pair
         self.plan, self.src, self.dst, self.paths = plan, src, self.dsts[0], paths
@@ -288,6 +305,8 @@ class Run:
         self.stats = [StreamStats(i, self._path_label(i)) for i in range(plan.streams)]
         self.copied = self.resent = self.mismatches = self.reissued = 0
         self.started = time.monotonic()
+        # when the copy was asked for, before its sides were opened and probed
+        self.began = self.started if began is None else began
         self.workers: dict[int, StreamWorker] = {}
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.counters: dict[str, int] = {}
@@ -345,6 +364,7 @@ class Run:
         return self._summary()
 
     async def _execute(self) -> None:
+        self._phase("source and destination open")
         workers = await self._open_streams()
         for worker in workers:
             self._start(worker)
@@ -365,8 +385,8 @@ class Run:
         self._report()
 
     def _phase(self, what: str) -> None:
-        """Logs where the copy is, with the seconds since its sides were ready."""
-        elapsed = time.monotonic() - self.started
+        """Logs where the copy is, with the seconds since it was asked for."""
+        elapsed = time.monotonic() - self.began
         log.info("copy to %s: %s at %.2f s", self.checkpoint.key.dest, what, elapsed)
 
     async def _stop(self) -> None:

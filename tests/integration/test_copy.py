@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import hashlib
 import json
+import logging
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -206,6 +208,29 @@ def test_probe_rides_on_a_stream_session(
     assert summary.copied_bytes == SIZE and sha(lun) == sha(source)
     # 4 streams, 4 sessions: the LUN was probed on the first of them to log in
     assert logins_and_logouts(tmp_path / "target.log") == (4, 4)
+
+
+def test_copy_logs_its_phases_from_when_it_was_asked_for(
+    tmp_path: Path, source: Path, ours: ReservoirTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="reservoir.copy"):
+        asyncio.run(copy(str(source), ours.url(0), options(tmp_path)))
+    phases = [
+        re.fullmatch(r"copy to .*: (.*) at ([0-9.]+) s", r.getMessage())
+        for r in caplog.records
+        if r.name == "reservoir.copy"
+    ]
+    found = [(m.group(1), float(m.group(2))) for m in phases if m is not None]
+    assert [what for what, _ in found] == [
+        "source and destination open",
+        "4 of 4 streams open",
+        "every extent written and verified",
+        "flushed",
+        "sessions closed",
+    ]
+    times = [at for _, at in found]
+    # counted from the call: opening the sides (a login, the probe) took some time
+    assert times[0] > 0 and times == sorted(times)
 
 
 def test_early_sessions_log_out_when_the_copy_stops_before_its_streams(
