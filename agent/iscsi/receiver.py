@@ -20,6 +20,7 @@ consumed; a data segment over ``max_data`` is fatal.
 
 from __future__ import annotations
 
+from reservoir.agent.buffers import BufferPool
 from reservoir.agent.iscsi.digest import DIGEST_LEN, digest
 from reservoir.agent.iscsi.pdu import (
     BHS_LEN,
@@ -37,39 +38,7 @@ DIRECT_MIN = 8 << 10  # a data segment this long or longer is read into its own 
 # any other PDU read into a buffer of its own is handed on as bytes.
 _BULK = frozenset({Opcode.DATA_OUT, Opcode.SCSI_COMMAND})
 
-POOL_BYTES = 64 << 20  # the default bound of the buffers a BufferPool keeps for reuse
 Frame = tuple[bytes, bytes, bytes | bytearray]
-
-
-class BufferPool:
-    """Write-data buffers for reuse, so a large write does not cost an allocation:
-    a fresh megabyte is zeroed page by page by the kernel, and that was a quarter of
-    the target's CPU.  ``give`` is for a buffer nobody holds any more (its write done);
-    a buffer never given back is simply collected.  Holds at most ``limit`` bytes."""
-
-    def __init__(self, limit: int = POOL_BYTES) -> None:
-        self.limit = limit
-        self._free: dict[int, list[bytearray]] = {}
-        self._held = 0
-
-    @property
-    def held(self) -> int:
-        """Bytes kept for reuse."""
-        return self._held
-
-    def take(self, size: int) -> bytearray:
-        """A buffer of exactly ``size`` bytes; a reused one holds an earlier write's data."""
-        free = self._free.get(size)
-        if free:
-            self._held -= size
-            return free.pop()
-        return bytearray(size)
-
-    def give(self, buf: bytearray) -> None:
-        size = len(buf)
-        if self._held + size <= self.limit:
-            self._free.setdefault(size, []).append(buf)
-            self._held += size
 
 
 class Receiver:

@@ -29,6 +29,8 @@ from typing import Final
 
 import xxhash
 
+from reservoir.agent.buffers import BufferPool
+
 from ._cdb import HASH_RANGE
 from ._disk import read_blocks_into
 from ._sense import invalid_field_in_cdb
@@ -87,18 +89,15 @@ def _read(st: LuState, lba: int, buf: memoryview) -> asyncio.Task[None]:
 
 
 # Chunk buffers for reuse: a fresh megabyte costs its page faults, and every stream of a
-# copy verifies each extent it writes. At most _KEEP are kept.
+# copy verifies each extent it writes. At most _KEEP chunks are kept.
 _KEEP: Final = 32
-_free: list[bytearray] = []
+_chunks = BufferPool(limit=_KEEP * CHUNK_BYTES)
 
 
 def _take(size: int) -> bytearray:
-    if size == CHUNK_BYTES and _free:
-        return _free.pop()
-    return bytearray(size)
+    return _chunks.take(size)
 
 
 def _give(bufs: list[bytearray]) -> None:
     for buf in bufs:
-        if len(buf) == CHUNK_BYTES and len(_free) < _KEEP:
-            _free.append(buf)
+        _chunks.give(buf)

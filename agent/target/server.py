@@ -15,10 +15,10 @@ import socket
 from dataclasses import dataclass
 
 from reservoir.agent import scsi, storage
+from reservoir.agent.buffers import BufferPool
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolicy
 from reservoir.agent.iscsi.negotiation import TargetLimits
-from reservoir.agent.iscsi.receiver import BufferPool
 from reservoir.agent.target.config import Chap, Target, TargetConfig, format_portal
 from reservoir.agent.target.connection import Connection
 from reservoir.agent.target.session import Session

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reservoir.agent.buffers import BufferPool
 from reservoir.agent.iscsi import pdu as P
-from reservoir.agent.iscsi.receiver import DIRECT_MIN, STAGE, BufferPool, Frame, Receiver
+from reservoir.agent.iscsi.receiver import DIRECT_MIN, STAGE, Frame, Receiver
 
 
 def _deliver(rx: Receiver, wire: bytes, chunk: int) -> list[Frame]:
