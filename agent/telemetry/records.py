@@ -6,6 +6,13 @@ iperf3's ``--json`` interval streams (esnet/iperf ``src/iperf_api.c``: ``bytes``
 ``pmtu``), plus TCP_INFO counters iperf3 does not print (``delivery_rate``,
 ``pacing_rate`` in bytes/s, cumulative ``total_retrans`` and ``bytes_acked``) and our
 ``time`` (Unix seconds at the end of the interval), ``stream`` and ``path`` ids.
+
+What held a stream back over the interval, from the kernel's chronographs (Linux
+4.10): ``busy_us`` microseconds with data in flight or queued (which include the two
+that follow), ``rwnd_limited_us`` stalled on the peer's receive window,
+``sndbuf_limited_us`` stalled on the send buffer; the rest of the interval the stream
+had nothing to send (application-limited). ``notsent_bytes`` (written, not yet sent)
+and ``in_flight_bytes`` (sent, not yet acknowledged nor lost) are the state at the end.
 """
 
 from __future__ import annotations
@@ -57,6 +64,11 @@ def make_record(
         "pacing_rate": cur.pacing_rate,
         "total_retrans": cur.total_retrans,
         "bytes_acked": cur.bytes_acked,
+        "busy_us": _delta(cur.busy_time, prev.busy_time),
+        "rwnd_limited_us": _delta(cur.rwnd_limited, prev.rwnd_limited),
+        "sndbuf_limited_us": _delta(cur.sndbuf_limited, prev.sndbuf_limited),
+        "notsent_bytes": cur.notsent_bytes,
+        "in_flight_bytes": cur.in_flight_bytes,
     }
 
 

@@ -178,6 +178,17 @@ class TcpInfo:
             return None
         return self.snd_cwnd * self.snd_mss
 
+    @property
+    def in_flight_bytes(self) -> int | None:
+        """Bytes sent and neither acknowledged nor marked lost: the kernel's
+        ``tcp_packets_in_flight`` (unacked - sacked - lost + retrans) x ``snd_mss``."""
+        unacked, sacked, lost, retrans = self.unacked, self.sacked, self.lost, self.retrans
+        if unacked is None or sacked is None or lost is None or retrans is None:
+            return None
+        if self.snd_mss is None:
+            return None
+        return max(unacked - sacked - lost + retrans, 0) * self.snd_mss
+
 
 _UNPACKERS = tuple(
     (name, struct.Struct("=" + fmt), offset, offset + struct.calcsize("=" + fmt))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +87,27 @@ def test_sampler_reports_real_stream_throughput(tcp_pair: socket.socket, tmp_pat
     assert sum(r["bytes"] for r in records) > MIB
     assert all(r["snd_cwnd"] > 0 and r["rtt"] > 0 for r in records)
     assert max(r["bits_per_second"] for r in records) > 0
+
+
+def test_a_stream_whose_peer_stops_reading_is_receive_window_limited() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        with socket.create_connection(server.getsockname()) as client:
+            conn, _ = server.accept()
+            with conn:  # never read: the peer's window closes
+                client.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    while True:
+                        client.send(b"\0" * (1 << 16))
+                sampler = StreamSampler(0.05)
+                sampler.register("s0", "lo", lambda: client)
+                sampler.sample_once()
+                time.sleep(0.3)
+                (record,) = sampler.sample_once()
+    interval_us, rwnd = float(record["seconds"] or 0) * 1e6, record["rwnd_limited_us"]
+    assert isinstance(rwnd, int) and rwnd >= 0.9 * interval_us
+    busy = record["busy_us"]
+    assert isinstance(busy, int) and busy >= rwnd  # busy time counts the stalls too
+    notsent = record["notsent_bytes"]
+    assert isinstance(notsent, int) and notsent > 0
+    assert record["in_flight_bytes"] == 0  # nothing can be sent into a closed window

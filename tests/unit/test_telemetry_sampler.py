@@ -14,6 +14,10 @@ from reservoir.agent.telemetry import JsonLinesWriter, Record, StreamSampler
 # Offsets in struct tcp_info (include/uapi/linux/tcp.h).
 OFFSETS = {
     "snd_mss": (16, "I"),
+    "unacked": (24, "I"),
+    "sacked": (28, "I"),
+    "lost": (32, "I"),
+    "retrans": (36, "I"),
     "pmtu": (60, "I"),
     "rtt": (68, "I"),
     "rttvar": (72, "I"),
@@ -21,7 +25,11 @@ OFFSETS = {
     "total_retrans": (100, "I"),
     "pacing_rate": (104, "Q"),
     "bytes_acked": (120, "Q"),
+    "notsent_bytes": (144, "I"),
     "delivery_rate": (160, "Q"),
+    "busy_time": (168, "Q"),
+    "rwnd_limited": (176, "Q"),
+    "sndbuf_limited": (184, "Q"),
     "snd_wnd": (228, "I"),
 }
 
@@ -40,6 +48,7 @@ class FakeStream:
     def __init__(self) -> None:
         self.acked = 0
         self.retrans = 0
+        self.busy = self.rwnd = self.sndbuf = 0
         self.gone = False
 
     def __call__(self) -> bytes:
@@ -56,6 +65,14 @@ class FakeStream:
             bytes_acked=self.acked,
             delivery_rate=100_000_000,
             snd_wnd=65536,
+            unacked=30,
+            sacked=4,
+            lost=2,
+            retrans=1,
+            notsent_bytes=9000,
+            busy_time=self.busy,
+            rwnd_limited=self.rwnd,
+            sndbuf_limited=self.sndbuf,
         )
 
 
@@ -108,6 +125,22 @@ def test_record_copies_gauges_with_iperf3_units() -> None:
     assert record["delivery_rate"] == 100_000_000
     assert record["pacing_rate"] == 125_000_000
     assert record["snd_wnd"] == 65536
+
+
+def test_record_says_what_held_the_stream_back_over_the_interval() -> None:
+    clock, stream = FakeClock(), FakeStream()
+    sampler = make_sampler(clock)
+    sampler.register("s0", "p0", stream)
+    stream.busy, stream.rwnd, stream.sndbuf = 1_000_000, 50_000, 7_000
+    sampler.sample_once()
+    clock.now += 0.5
+    stream.busy, stream.rwnd, stream.sndbuf = 1_400_000, 150_000, 7_000
+    (record,) = sampler.sample_once()
+    assert record["busy_us"] == 400_000
+    assert record["rwnd_limited_us"] == 100_000
+    assert record["sndbuf_limited_us"] == 0
+    assert record["notsent_bytes"] == 9000
+    assert record["in_flight_bytes"] == (30 - 4 - 2 + 1) * 1448
 
 
 def test_counter_going_backwards_counts_as_zero() -> None:
