@@ -539,6 +539,9 @@ class StreamSamplePublic(BaseModel):
                     "rttvar": 1250,
                     "retransmits": 0,
                     "cap": 5200,
+                    "busy": 1.0,
+                    "rwnd_limited": 0.0,
+                    "sndbuf_limited": 0.12,
                 }
             ]
         }
@@ -555,3 +558,14 @@ class StreamSamplePublic(BaseModel):
     rttvar: int | None = Field(default=None, description="RTT variance, microseconds")
     retransmits: int | None = Field(default=None, description="segments retransmitted in it")
     cap: int | None = Field(default=None, description="the cwnd cap in force, segments")
+    busy: float | None = Field(
+        default=None,
+        description="share of the interval with data in flight or waiting to be sent"
+        " (counting the two stalls below); the rest the stream had nothing to send",
+    )
+    rwnd_limited: float | None = Field(
+        default=None, description="share of the interval stalled on the receiver's window"
+    )
+    sndbuf_limited: float | None = Field(
+        default=None, description="share of the interval stalled on the send buffer"
+    )

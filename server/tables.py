@@ -299,6 +299,11 @@ class StreamSample(Base):
     rttvar: Mapped[int | None] = mapped_column(BigInteger)  # microseconds
     retransmits: Mapped[int | None] = mapped_column(BigInteger)  # in the interval
     cap: Mapped[int | None] = mapped_column(BigInteger)  # cwnd cap in segments, if any
+    # shares of the interval (0-1): data in flight or queued (counting the two stalls),
+    # stalled on the receiver's window, stalled on the send buffer (TCP_INFO chronographs)
+    busy: Mapped[float | None] = mapped_column(Float)
+    rwnd_limited: Mapped[float | None] = mapped_column(Float)
+    sndbuf_limited: Mapped[float | None] = mapped_column(Float)
 
 
 class NicPacingRate(Base):

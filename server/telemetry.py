@@ -100,6 +100,27 @@ def _int(value: Any) -> int | None:
     return None if number is None else int(number)
 
 
+LIMITS = {
+    "busy": "busy_us",
+    "rwnd_limited": "rwnd_limited_us",
+    "sndbuf_limited": "sndbuf_limited_us",
+}
+
+
+def _limits(record: Json) -> dict[str, float | None]:
+    """What held the stream back, as shares of the record's interval (0-1): the
+    agent's microseconds over its ``seconds``; None when either is missing."""
+    seconds = _num(record.get("seconds"))
+    out: dict[str, float | None] = dict.fromkeys(LIMITS)
+    if seconds is None or seconds <= 0:
+        return out
+    for name, key in LIMITS.items():
+        us = _num(record.get(key))
+        if us is not None:
+            out[name] = min(max(us / (seconds * 1e6), 0.0), 1.0)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Cursor:
     """The newest sample time stored for a copy, and the streams stored at that time."""
@@ -174,6 +195,7 @@ def parse_records(
                 rttvar=_int(record.get("rttvar")),
                 retransmits=_int(record.get("retransmits")),
                 cap=caps.get(int(stream)) if stream.isdigit() else None,
+                **_limits(record),
             )
         )
         if time > newest:
@@ -298,6 +320,9 @@ def sample_dict(sample: StreamSample) -> Json:
         "rttvar": sample.rttvar,
         "retransmits": sample.retransmits,
         "cap": sample.cap,
+        "busy": sample.busy,
+        "rwnd_limited": sample.rwnd_limited,
+        "sndbuf_limited": sample.sndbuf_limited,
     }
 
 

@@ -80,6 +80,16 @@ def test_parsing_skips_other_records_and_bad_values() -> None:
     assert samples[0].snd_cwnd is None
 
 
+def test_what_held_a_stream_back_is_stored_as_shares_of_its_interval() -> None:
+    limited = rec(1.0, "0", seconds=0.5, busy_us=500_000, rwnd_limited_us=125_000)
+    late = rec(1.5, "0", seconds=0.5, busy_us=600_000, sndbuf_limited_us=-1)
+    old = rec(2.0, "0", busy_us=1000)  # no interval length: no shares
+    samples, _ = parse([limited, late, old])
+    got = [(s.busy, s.rwnd_limited, s.sndbuf_limited) for s in samples]
+    assert got == [(1.0, 0.25, None), (1.0, None, 0.0), (None, None, None)]
+    assert telemetry.sample_dict(samples[0])["rwnd_limited"] == 0.25
+
+
 def test_the_cursor_drops_what_was_stored_and_keeps_late_streams_of_the_same_time() -> None:
     first, cursor = parse([rec(1.0, "0"), rec(1.5, "0"), rec(1.5, "1")])
     assert len(first) == 3 and cursor == Cursor(1.5, frozenset({"0", "1"}))
