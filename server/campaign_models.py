@@ -110,6 +110,13 @@ class CampaignSummaryRow(BaseModel):
     failover_lost_s: float | None
     back_after_s: float | None
     cpu_s_per_gb: float | None
+    idle: float | None = Field(default=None, description="share of the streams' time idle")
+    rwnd_limited: float | None = Field(
+        default=None, description="share of the streams' time stalled on the receive window"
+    )
+    sndbuf_limited: float | None = Field(
+        default=None, description="share of the streams' time stalled on the send buffer"
+    )
     checks: dict[str, CampaignCheck]
 
 

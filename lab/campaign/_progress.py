@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reservoir.lab.campaign._results import Run
+from reservoir.lab.campaign._results import Run, stream_limits
 
 __all__ = ["Progress"]
 
@@ -139,6 +139,10 @@ class Progress:
             extra += f", back after {'never' if back is None else f'{back:.2f} s'}"
         if run.verified is not None:
             extra += ", verified" if run.verified else ", NOT verified"
+        idle, rwnd, sndbuf = stream_limits(run)
+        if idle is not None:
+            extra += f"; streams idle {idle:.0%}"
+            extra += f", rwnd-limited {rwnd or 0:.0%}, sndbuf-limited {sndbuf or 0:.0%}"
         self.say(
             f"  {run.bytes / 1e9:.2f} GB in {run.seconds:.1f} s: {_rate(run.goodput_bps)}"
             f"{extra}, CPU {run.cpu_seconds:.1f} s"

@@ -329,8 +329,23 @@ class Sample:
     rtt_us: int | None = None
     retransmits: int | None = None  # segments retransmitted during the interval
     cap_segments: int | None = None  # the equalizer's cwnd cap; None: uncapped
+    # shares of the interval (reservoir's agents, from TCP_INFO): data in flight or
+    # queued, counting the stalls on the receiver's window and on the send buffer
+    busy: float | None = None
+    rwnd_limited: float | None = None
+    sndbuf_limited: float | None = None
 
-    KEYS = ("t", "bps", "cwnd_bytes", "rtt_us", "retransmits", "cap_segments")
+    KEYS = (
+        "t",
+        "bps",
+        "cwnd_bytes",
+        "rtt_us",
+        "retransmits",
+        "cap_segments",
+        "busy",
+        "rwnd_limited",
+        "sndbuf_limited",
+    )
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.KEYS}
@@ -345,6 +360,9 @@ class Sample:
             o.opt_integer("rtt_us"),
             o.opt_integer("retransmits"),
             o.opt_integer("cap_segments", 1),
+            o.opt_num("busy", 0.0, 1.0),
+            o.opt_num("rwnd_limited", 0.0, 1.0),
+            o.opt_num("sndbuf_limited", 0.0, 1.0),
         )
 
 
@@ -633,6 +651,11 @@ class SummaryRow:
     failover_lost_s: float | None
     back_after_s: float | None
     cpu_s_per_gb: float | None
+    # shares of the streams' time (reservoir's TCP_INFO; medians of the runs' means):
+    # nothing to send, stalled on the receiver's window, stalled on the send buffer
+    idle: float | None = None
+    rwnd_limited: float | None = None
+    sndbuf_limited: float | None = None
     checks: dict[str, Check] = field(default_factory=dict)  # column -> the target there
 
 
@@ -654,6 +677,21 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def stream_limits(run: Run) -> tuple[float | None, float | None, float | None]:
+    """The means over every stream's samples of the shares of time it was idle (had
+    nothing to send), receive-window-limited and send-buffer-limited; None where no
+    sample says."""
+    samples = [s for st in run.streams for s in st.samples]
+    idle = [1.0 - s.busy for s in samples if s.busy is not None]
+    rwnd = [s.rwnd_limited for s in samples if s.rwnd_limited is not None]
+    sndbuf = [s.sndbuf_limited for s in samples if s.sndbuf_limited is not None]
+    return _mean(idle), _mean(rwnd), _mean(sndbuf)
+
+
 def summary_rows(result: CampaignRun) -> list[SummaryRow]:
     """One row per scenario, in order of first appearance."""
     groups: dict[str, list[Run]] = {}
@@ -673,6 +711,7 @@ def summary_rows(result: CampaignRun) -> list[SummaryRow]:
         ok = [r for r in runs if r.ok]
         baseline = baselines.get(sc.pairing_key) if sc.tool == "reservoir" else None
         failovers = [r.failover for r in ok if r.failover is not None]
+        limits = [stream_limits(r) for r in ok]
         row = SummaryRow(
             scenario=name,
             tool=sc.tool,
@@ -687,6 +726,9 @@ def summary_rows(result: CampaignRun) -> list[SummaryRow]:
             failover_lost_s=_median(f.lost_seconds for f in failovers),
             back_after_s=_median(f.back_after_s for f in failovers),
             cpu_s_per_gb=_median(r.cpu_seconds / (r.bytes / 1e9) for r in ok if r.bytes > 0),
+            idle=_median(x[0] for x in limits),
+            rwnd_limited=_median(x[1] for x in limits),
+            sndbuf_limited=_median(x[2] for x in limits),
         )
         rows.append(_with_checks(row, sc, loopback=loopback))
     return rows
@@ -729,6 +771,9 @@ COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("failover_lost_s", "lost s", lambda v: f"{v:.2f}"),
     ("back_after_s", "back s", lambda v: f"{v:.2f}"),
     ("cpu_s_per_gb", "CPU s/GB", lambda v: f"{v:.2f}"),
+    ("idle", "idle", lambda v: f"{v:.0%}"),
+    ("rwnd_limited", "rwnd-lim", lambda v: f"{v:.0%}"),
+    ("sndbuf_limited", "sndbuf-lim", lambda v: f"{v:.0%}"),
 )
 
 
@@ -767,6 +812,8 @@ def format_summary(rows: Sequence[SummaryRow]) -> str:
     lines.append(
         "targets (design.md section 6; + met, * missed): goodput >= 0.95 of the bottleneck "
         "and >= 1.0 of iperf3 (0.8 on loopback), Jain >= 0.98 with the equalizer, "
-        "failover lost < 1 s, path back < 2 s"
+        "failover lost < 1 s, path back < 2 s; idle, rwnd-lim, sndbuf-lim: shares of the "
+        "streams' time with nothing to send, stalled on the receiver's window, stalled on "
+        "the send buffer (TCP_INFO)"
     )
     return "\n".join(lines)

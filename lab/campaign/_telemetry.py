@@ -55,6 +55,10 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def stream_records(
     samples: Iterable[Json], started: float, path_of: Callable[[str | None], str | None], mss: int
 ) -> list[Stream]:
@@ -79,6 +83,9 @@ def stream_records(
                 _opt_int(s.get("rtt")),
                 _opt_int(s.get("retransmits")),
                 _opt_int(s.get("cap")) or None,
+                _opt_float(s.get("busy")),
+                _opt_float(s.get("rwnd_limited")),
+                _opt_float(s.get("sndbuf_limited")),
             )
         )
     return [by[k] for k in sorted(by, key=lambda k: (k[0], int(k[1]) if k[1].isdigit() else 0))]

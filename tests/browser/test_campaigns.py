@@ -57,8 +57,13 @@ def results(run_id: str) -> CampaignRun:
     ticks = [float(t) for t in range(1, 21)]
 
     def run(sc: Scenario, goodput: float, **extra: Any) -> Run:
+        busy = None if sc.tool == "iperf3" else 0.75  # the agents' TCP_INFO says
         streams = [
-            Stream(f"s{k}", "l1" if k % 2 else "l2", [Sample(t, goodput / 4) for t in ticks])
+            Stream(
+                f"s{k}",
+                "l1" if k % 2 else "l2",
+                [Sample(t, goodput / 4, busy=busy, rwnd_limited=busy and 0.05) for t in ticks],
+            )
             for k in range(4)
         ]
         return Run(
@@ -137,6 +142,8 @@ def test_an_imported_run_shows_its_summary_and_report(
     expect(res.locator("td[data-column='of_iperf3']")).to_have_text("1.021")
     expect(res.locator("td[data-column='jain']")).to_have_text("0.995")
     expect(res.locator("td[data-column='cpu_s_per_gb']")).to_have_text("1.67")
+    expect(res.locator("td[data-column='idle']")).to_have_text("25%")
+    expect(res.locator("td[data-column='rwnd_limited']")).to_have_text("5%")
     cut = summary.locator("tr[data-scenario='reservoir-s4-failover']")
     expect(cut.locator("td[data-column='failover_lost_s']")).to_have_text("1.60 s")
     expect(cut.locator("td[data-column='failover_lost_s']")).to_have_class("num missed")

@@ -25,6 +25,7 @@ from reservoir.lab.campaign._results import (
     format_summary,
     jain,
     run_jain,
+    stream_limits,
     summary_rows,
     window_means,
 )
@@ -103,6 +104,8 @@ def full_campaign() -> CampaignRun:
     failed.streams[0].mss_bytes = 1448
     failed.streams[0].samples[2].cap_segments = 120
     failed.streams[0].samples[3].retransmits = 7
+    limited = failed.streams[0].samples[1]
+    limited.busy, limited.rwnd_limited, limited.sndbuf_limited = 0.75, 0.125, 0.0
     errored = run(ipf, 1, error="iperf3: error - unable to connect", intervals=[], streams=[])
     return campaign([run(res, 0, verified=True, jain=0.99), failed, run(ipf, 0), errored])
 
@@ -147,7 +150,8 @@ def test_json_keys_match_the_schema() -> None:
     }  # fmt: skip
     assert set(r["streams"][0]) == {"id", "path", "mss_bytes", "samples"}
     assert set(r["streams"][0]["samples"][0]) == {
-        "t", "bps", "cwnd_bytes", "rtt_us", "retransmits", "cap_segments",
+        "t", "bps", "cwnd_bytes", "rtt_us", "retransmits", "cap_segments", "busy",
+        "rwnd_limited", "sndbuf_limited",
     }  # fmt: skip
     assert r["events"][0] == {"t": 3.0, "kind": "link-down", "detail": "l1"}
     assert r["failover"] == {"lost_seconds": 0.42, "back_after_s": 1.3}
@@ -167,6 +171,8 @@ def test_optional_fields_may_be_left_out() -> None:
     del data["runs"][0]["failover"]
     del data["runs"][0]["scenario"]["loss"]
     del data["runs"][0]["streams"][0]["samples"][0]["cap_segments"]
+    for key in ("busy", "rwnd_limited", "sndbuf_limited"):  # results written before them
+        del data["runs"][0]["streams"][0]["samples"][1][key]
     del data["runs"][2]["scenario"]["loss"]  # same scenario name as runs[3]: keep them equal
     del data["runs"][3]["scenario"]["loss"]
     loaded = CampaignRun.from_json(data)
@@ -229,6 +235,8 @@ DELETE = object()
         ("runs[1].streams[0].samples[4].cwnd_bytes", -5, "samples[4].cwnd_bytes: must be >= 0"),
         ("runs[1].streams[0].samples[2].cap_segments", 0, "samples[2].cap_segments: must be >= 1"),
         ("runs[1].streams[0].samples[0].extra", 1, "samples[0].extra: unknown field"),
+        ("runs[1].streams[0].samples[1].busy", 1.5, "samples[1].busy: must be <= 1"),
+        ("runs[1].streams[0].samples[1].rwnd_limited", -0.1, "rwnd_limited: must be >= 0"),
         ("runs[1].events[0].kind", "explosion", "runs[1].events[0].kind: 'explosion' is not"),
         ("runs[1].failover.lost_seconds", -1, "runs[1].failover.lost_seconds: must be >= 0"),
         ("runs[1].failover", 3, "runs[1].failover: expected an object"),
@@ -398,6 +406,21 @@ def test_summary_of_a_scenario_that_always_failed() -> None:
     assert row.jain is None
     assert row.cpu_s_per_gb is None
     assert row.checks == {}
+
+
+def test_summary_says_what_held_the_streams_back() -> None:
+    sc = scenario("res-2", streams=2)
+    r = run(sc, seconds=4)
+    for st, (busy, rwnd) in zip(r.streams, [(1.0, 0.5), (0.5, 0.0)], strict=True):
+        for sample in st.samples:
+            sample.busy, sample.rwnd_limited, sample.sndbuf_limited = busy, rwnd, 0.0
+    r.streams[1].samples[0].busy = None  # a sample that does not say counts for nothing
+    (row,) = summary_rows(campaign([r]))
+    assert row.idle == pytest.approx((0 * 4 + 0.5 * 3) / 7)
+    assert (row.rwnd_limited, row.sndbuf_limited) == (0.25, 0.0)
+    assert stream_limits(run(sc)) == (None, None, None)  # iperf3's, or older results
+    line = format_summary([row]).splitlines()[2]
+    assert line.split()[-3:] == ["21%", "25%", "0%"]
 
 
 def test_format_summary_columns() -> None:

@@ -16,7 +16,7 @@ from reservoir.lab.campaign._iperf3_remote import run_body, streams_of
 from reservoir.lab.campaign._iperf3_run import client_argv, legs
 from reservoir.lab.campaign._progress import Progress
 from reservoir.lab.campaign._reservoir_run import path_namer, transfer_body
-from reservoir.lab.campaign._results import Run
+from reservoir.lab.campaign._results import Run, Sample, Stream
 from reservoir.lab.campaign._results import Scenario as ResultScenario
 from reservoir.lab.campaign._runner import plan, topology_record
 from reservoir.lab.campaign._scenario import Tool
@@ -232,5 +232,14 @@ def test_a_finished_run_is_one_line_with_its_figures_or_its_error(tmp_path: Path
     prog.begin("b", 1)
     prog.end(run(0.5, error="iperf3: unable to connect"))
     text = out.getvalue()
-    assert "1.00 GB in 2.0 s: 4.00 Gbit/s" in text
+    assert "1.00 GB in 2.0 s: 4.00 Gbit/s, CPU 1.5 s\n" in text  # iperf3: no stream limits
     assert "FAILED after 0.5 s: iperf3: unable to connect" in text
+
+
+def test_a_reservoir_run_says_how_idle_and_limited_its_streams_were(tmp_path: Path) -> None:
+    prog, out = progress(tmp_path, [10.0])
+    done = run(2.0)
+    done.streams = [Stream("0.0", "l1", [Sample(1.0, 1e6, busy=0.6, rwnd_limited=0.1)])]
+    prog.begin("a", 1)
+    prog.end(done)
+    assert "; streams idle 40%, rwnd-limited 10%, sndbuf-limited 0%" in out.getvalue()

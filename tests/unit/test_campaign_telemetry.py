@@ -44,11 +44,17 @@ def test_samples_before_the_start_and_repeats_are_dropped() -> None:
 def test_tcp_state_and_caps_are_kept_and_a_zero_cap_is_none() -> None:
     rows = [
         sample(0.5, "0", 1.0, snd_cwnd=14480, rtt=100_000, retransmits=2, cap=40),
-        sample(1.0, "0", 1.0, cap=0),
+        sample(1.0, "0", 1.0, cap=0, busy=0.5, rwnd_limited=0.25, sndbuf_limited=0),
     ]
     (stream,) = stream_records(rows, T0, names, 1448)
     assert stream.samples[0] == Sample(0.5, 1.0, 14480, 100_000, 2, 40)
     assert stream.samples[1].cap_segments is None
+    limits = (
+        stream.samples[1].busy,
+        stream.samples[1].rwnd_limited,
+        stream.samples[1].sndbuf_limited,
+    )
+    assert limits == (0.5, 0.25, 0.0)
 
 
 def test_the_agents_path_label_is_named_after_the_campaign_path() -> None:

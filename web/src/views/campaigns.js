@@ -29,6 +29,9 @@ const COLUMNS = /** @type {[string, string, (v: number) => string][]} */ ([
   ['failover_lost_s', 'Failover lost', (v) => `${v.toFixed(2)} s`],
   ['back_after_s', 'Path back', (v) => `${v.toFixed(2)} s`],
   ['cpu_s_per_gb', 'CPU s/GB', (v) => v.toFixed(2)],
+  ['idle', 'Streams idle', (v) => `${Math.round(v * 100)}%`],
+  ['rwnd_limited', 'Rwnd-limited', (v) => `${Math.round(v * 100)}%`],
+  ['sndbuf_limited', 'Sndbuf-limited', (v) => `${Math.round(v * 100)}%`],
 ]);
 
 // ---------------------------------------------------------------- the list
