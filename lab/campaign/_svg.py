@@ -164,6 +164,7 @@ class _Frame:
         self.x0, self.x1 = left, width - right
         self.y0, self.y1 = top, height - bottom
         self.log_x = log_x
+        self.xrange = xr  # in data units
         self.xr = (self._tx(xr[0]), self._tx(xr[1]))
         self.yr = yr
 
@@ -221,7 +222,10 @@ def _segments(s: Series, f: _Frame) -> list[list[tuple[float, float]]]:
     return runs
 
 
-def _legend(entries: list[tuple[str, str, float, str | None]], x: float, y: float) -> list[str]:
+Entry = tuple[str, str, float, str | None]  # label, color, stroke width, dash
+
+
+def _legend(entries: list[Entry], x: float, y: float) -> list[str]:
     out = []
     for i, (label, col, width, dash) in enumerate(entries):
         ly = y + i * 16
@@ -232,6 +236,173 @@ def _legend(entries: list[tuple[str, str, float, str | None]], x: float, y: floa
         )
         out.append(f"<text x='{x + 26:.1f}' y='{ly + 4:.1f}' fill='{TEXT}'>{_e(label)}</text>")
     return out
+
+
+def _line_ranges(
+    series: Sequence[Series],
+    *,
+    hlines: Sequence[HLine],
+    vlines: Sequence[VLine],
+    spans: Sequence[Span],
+    y_min: float | None,
+    x_ticks: Sequence[float] | None,
+    log_x: bool,
+) -> tuple[list[float], list[float], float, float]:
+    """The y ticks, the x ticks and the x range of a line chart's data."""
+    xs = [x for s in series for x in s.xs]
+    ys = [y for s in series for y in s.ys if y is not None]
+    ys += [h.y for h in hlines]
+    xs += [v.x for v in vlines] + [b for s in spans for b in (s.x0, s.x1)]
+    if not xs:
+        xs = [0.0, 1.0]
+    if not ys:
+        ys = [0.0, 1.0]
+    ylo = min(ys) if y_min is None else min(y_min, *ys)
+    yticks = nice_ticks(ylo, max(ys) * 1.05 if max(ys) > 0 else max(ys))
+    if x_ticks:
+        xticks = list(x_ticks)
+    elif log_x:
+        low, high = math.floor(math.log2(max(min(xs), 1e-9))), math.ceil(math.log2(max(xs)))
+        xticks = [2.0**k for k in range(low, high + 1)]
+    else:
+        xticks = nice_ticks(min(xs), max(xs), 8)
+    xlo, xhi = min(*xs, xticks[0]), max(*xs, xticks[-1])
+    if log_x and xhi / max(xlo, 1e-9) < 1.01:
+        xlo, xhi = xlo / 2, xhi * 2
+    elif xhi - xlo < 1e-12:
+        xlo, xhi = xlo - 1, xhi + 1
+    return yticks, xticks, xlo, xhi
+
+
+def _line_legend(
+    series: Sequence[Series], hlines: Sequence[HLine], legend_note: str | None
+) -> tuple[list[Entry], str | None, float]:
+    """The legend's entries (clipped to fit), its note and its width."""
+    entries: list[Entry] = [(s.label, s.color, s.width, s.dash) for s in series if s.legend]
+    entries += [(h.label, h.color, 1.2, h.dash) for h in hlines]
+    crowd = sum(1 for s in series if not s.legend)
+    if len(entries) > LEGEND_MAX:
+        crowd += len(entries) - LEGEND_MAX
+        entries = entries[:LEGEND_MAX]
+    note = legend_note if legend_note is not None else (f"+ {crowd} more" if crowd else None)
+    longest = max([len(e[0]) for e in entries] + [len(note) if note else 0] + [0])
+    legend_w = min(30 + longest * CHAR_W, LEGEND_W) if entries or note else 0
+    fits = int((legend_w - 30) / CHAR_W)
+    entries = [(_clip(label, fits), col, w, dash) for label, col, w, dash in entries]
+    return entries, note, legend_w
+
+
+def _grid(f: _Frame, yticks: Sequence[float], xticks: Sequence[float]) -> list[str]:
+    """Horizontal grid lines with the y tick labels, x ticks with their labels."""
+    body: list[str] = []
+    for t in yticks:
+        y = f.y(t)
+        body.append(
+            f"<line x1='{f.x0:.1f}' y1='{y:.1f}' x2='{f.x1:.1f}' y2='{y:.1f}' stroke='{GRID}'/>"
+        )
+        body.append(
+            f"<text x='{f.x0 - 6:.1f}' y='{y + 4:.1f}' text-anchor='end' fill='{AXIS}'>"
+            f"{_e(tick_label(t))}</text>"
+        )
+    xlo, xhi = f.xrange
+    for t in xticks:
+        if not xlo - 1e-9 <= t <= xhi + 1e-9:
+            continue
+        x = f.x(t)
+        body.append(
+            f"<line x1='{x:.1f}' y1='{f.y1:.1f}' x2='{x:.1f}' y2='{f.y1 + 4:.1f}' stroke='{AXIS}'/>"
+        )
+        body.append(
+            f"<text x='{x:.1f}' y='{f.y1 + 16:.1f}' text-anchor='middle' fill='{AXIS}'>"
+            f"{_e(tick_label(t))}</text>"
+        )
+    return body
+
+
+def _spans(f: _Frame, spans: Sequence[Span]) -> list[str]:
+    body: list[str] = []
+    for sp in spans:
+        a, b = sorted((f.x(sp.x0), f.x(sp.x1)))
+        body.append(
+            f"<rect x='{a:.1f}' y='{f.y0:.1f}' width='{max(b - a, 1):.1f}' "
+            f"height='{f.y1 - f.y0:.1f}' fill='{sp.color}' fill-opacity='{sp.opacity}'/>"
+        )
+        body.append(
+            f"<text x='{(a + b) / 2:.1f}' y='{f.y1 - 8:.1f}' text-anchor='middle' "
+            f"fill='{TEXT}' {HALO}>{_e(sp.label)}</text>"
+        )
+    return body
+
+
+def _lines(f: _Frame, series: Sequence[Series]) -> list[str]:
+    """Each series as paths (broken where it has no value), with its markers."""
+    body: list[str] = []
+    for s in series:
+        dash = f" stroke-dasharray='{s.dash}'" if s.dash else ""
+        op = f" stroke-opacity='{s.opacity}'" if s.opacity < 1 else ""
+        for run in _segments(s, f):
+            body.append(
+                f"<path d='{_path(run)}' fill='none' stroke='{s.color}' "
+                f"stroke-width='{s.width}' stroke-linejoin='round'{dash}{op}/>"
+            )
+        if s.markers:
+            for mx, my in zip(s.xs, s.ys, strict=True):
+                if my is not None:
+                    body.append(
+                        f"<circle cx='{f.x(mx):.1f}' cy='{f.y(my):.1f}' r='3' fill='{s.color}'/>"
+                    )
+    return body
+
+
+def _rules(f: _Frame, hlines: Sequence[HLine], vlines: Sequence[VLine]) -> list[str]:
+    """Dashed horizontal and vertical lines, the vertical ones labelled."""
+    body: list[str] = []
+    for h in hlines:
+        y = f.y(h.y)
+        body.append(
+            f"<line x1='{f.x0:.1f}' y1='{y:.1f}' x2='{f.x1:.1f}' y2='{y:.1f}' stroke='{h.color}' "
+            f"stroke-width='1.2' stroke-dasharray='{h.dash}'/>"
+        )
+    for i, v in enumerate(vlines):
+        x = f.x(v.x)
+        body.append(
+            f"<line x1='{x:.1f}' y1='{f.y0:.1f}' x2='{x:.1f}' y2='{f.y1:.1f}' stroke='{v.color}' "
+            f"stroke-width='1.2' stroke-dasharray='{v.dash}'/>"
+        )
+        body.append(
+            f"<text x='{x + 3:.1f}' y='{f.y0 + 12 + 13 * (i % 4):.1f}' fill='{v.color}' "
+            f"{HALO}>{_e(v.label)}</text>"
+        )
+    return body
+
+
+def _axis_labels(f: _Frame, height: int, x_label: str, y_label: str) -> list[str]:
+    mid = (f.y0 + f.y1) / 2
+    return [
+        f"<text x='{(f.x0 + f.x1) / 2:.1f}' y='{height - 8}' text-anchor='middle' "
+        f"fill='{TEXT}'>{_e(x_label)}</text>",
+        f"<text x='14' y='{mid:.1f}' text-anchor='middle' fill='{TEXT}' "
+        f"transform='rotate(-90 14 {mid:.1f})'>{_e(y_label)}</text>",
+    ]
+
+
+def _right_axis(f: _Frame, yticks: Sequence[float], factor: float, label: str) -> list[str]:
+    """A right axis reading the left one times ``factor``."""
+    body = [
+        f"<line x1='{f.x1:.1f}' y1='{f.y0:.1f}' x2='{f.x1:.1f}' y2='{f.y1:.1f}' stroke='{AXIS}'/>"
+    ]
+    for t in yticks:
+        body.append(
+            f"<text x='{f.x1 + 6:.1f}' y='{f.y(t) + 4:.1f}' fill='{AXIS}'>"
+            f"{_e(tick_label(round(t * factor, 9)))}</text>"
+        )
+    ry = (f.y0 + f.y1) / 2
+    rx = f.x1 + Y2_W - 8
+    body.append(
+        f"<text x='{rx:.1f}' y='{ry:.1f}' text-anchor='middle' fill='{TEXT}' "
+        f"transform='rotate(90 {rx:.1f} {ry:.1f})'>{_e(label)}</text>"
+    )
+    return body
 
 
 def line_chart(
@@ -256,42 +427,16 @@ def line_chart(
     a base-2 logarithmic x axis (for stream counts; x values must be > 0). ``y2``:
     ``(factor, label)`` of a right axis that reads the left one times ``factor`` (a
     series meant for it is drawn divided by ``factor``)."""
-    xs = [x for s in series for x in s.xs]
-    ys = [y for s in series for y in s.ys if y is not None]
-    ys += [h.y for h in hlines]
-    xs += [v.x for v in vlines] + [b for s in spans for b in (s.x0, s.x1)]
-    if not xs:
-        xs = [0.0, 1.0]
-    if not ys:
-        ys = [0.0, 1.0]
-    ylo = min(ys) if y_min is None else min(y_min, *ys)
-    yticks = nice_ticks(ylo, max(ys) * 1.05 if max(ys) > 0 else max(ys))
-    if x_ticks:
-        xticks = list(x_ticks)
-    elif log_x:
-        low, high = math.floor(math.log2(max(min(xs), 1e-9))), math.ceil(math.log2(max(xs)))
-        xticks = [2.0**k for k in range(low, high + 1)]
-    else:
-        xticks = nice_ticks(min(xs), max(xs), 8)
-    xlo, xhi = min(*xs, xticks[0]), max(*xs, xticks[-1])
-    if log_x and xhi / max(xlo, 1e-9) < 1.01:
-        xlo, xhi = xlo / 2, xhi * 2
-    elif xhi - xlo < 1e-12:
-        xlo, xhi = xlo - 1, xhi + 1
-
-    entries: list[tuple[str, str, float, str | None]] = [
-        (s.label, s.color, s.width, s.dash) for s in series if s.legend
-    ]
-    entries += [(h.label, h.color, 1.2, h.dash) for h in hlines]
-    crowd = sum(1 for s in series if not s.legend)
-    if len(entries) > LEGEND_MAX:
-        crowd += len(entries) - LEGEND_MAX
-        entries = entries[:LEGEND_MAX]
-    note = legend_note if legend_note is not None else (f"+ {crowd} more" if crowd else None)
-    longest = max([len(e[0]) for e in entries] + [len(note) if note else 0] + [0])
-    legend_w = min(30 + longest * CHAR_W, LEGEND_W) if entries or note else 0
-    fits = int((legend_w - 30) / CHAR_W)
-    entries = [(_clip(label, fits), col, w, dash) for label, col, w, dash in entries]
+    yticks, xticks, xlo, xhi = _line_ranges(
+        series,
+        hlines=hlines,
+        vlines=vlines,
+        spans=spans,
+        y_min=y_min,
+        x_ticks=x_ticks,
+        log_x=log_x,
+    )
+    entries, note, legend_w = _line_legend(series, hlines, legend_note)
     f = _Frame(
         width=width,
         height=height,
@@ -303,100 +448,17 @@ def line_chart(
         yr=(yticks[0], yticks[-1]),
         log_x=log_x,
     )
-
-    body: list[str] = []
-    for t in yticks:
-        y = f.y(t)
-        body.append(
-            f"<line x1='{f.x0:.1f}' y1='{y:.1f}' x2='{f.x1:.1f}' y2='{y:.1f}' stroke='{GRID}'/>"
-        )
-        body.append(
-            f"<text x='{f.x0 - 6:.1f}' y='{y + 4:.1f}' text-anchor='end' fill='{AXIS}'>"
-            f"{_e(tick_label(t))}</text>"
-        )
-    for t in xticks:
-        if not xlo - 1e-9 <= t <= xhi + 1e-9:
-            continue
-        x = f.x(t)
-        body.append(
-            f"<line x1='{x:.1f}' y1='{f.y1:.1f}' x2='{x:.1f}' y2='{f.y1 + 4:.1f}' stroke='{AXIS}'/>"
-        )
-        body.append(
-            f"<text x='{x:.1f}' y='{f.y1 + 16:.1f}' text-anchor='middle' fill='{AXIS}'>"
-            f"{_e(tick_label(t))}</text>"
-        )
-    for sp in spans:
-        a, b = sorted((f.x(sp.x0), f.x(sp.x1)))
-        body.append(
-            f"<rect x='{a:.1f}' y='{f.y0:.1f}' width='{max(b - a, 1):.1f}' "
-            f"height='{f.y1 - f.y0:.1f}' fill='{sp.color}' fill-opacity='{sp.opacity}'/>"
-        )
-        body.append(
-            f"<text x='{(a + b) / 2:.1f}' y='{f.y1 - 8:.1f}' text-anchor='middle' "
-            f"fill='{TEXT}' {HALO}>{_e(sp.label)}</text>"
-        )
+    body = _grid(f, yticks, xticks) + _spans(f, spans)
     body.append(
         f"<path d='M{f.x0:.1f},{f.y0:.1f} L{f.x0:.1f},{f.y1:.1f} L{f.x1:.1f},{f.y1:.1f}' "
         f"fill='none' stroke='{AXIS}'/>"
     )
-    for s in series:
-        dash = f" stroke-dasharray='{s.dash}'" if s.dash else ""
-        op = f" stroke-opacity='{s.opacity}'" if s.opacity < 1 else ""
-        for run in _segments(s, f):
-            body.append(
-                f"<path d='{_path(run)}' fill='none' stroke='{s.color}' "
-                f"stroke-width='{s.width}' stroke-linejoin='round'{dash}{op}/>"
-            )
-        if s.markers:
-            for mx, my in zip(s.xs, s.ys, strict=True):
-                if my is not None:
-                    body.append(
-                        f"<circle cx='{f.x(mx):.1f}' cy='{f.y(my):.1f}' r='3' fill='{s.color}'/>"
-                    )
-    for h in hlines:
-        y = f.y(h.y)
-        body.append(
-            f"<line x1='{f.x0:.1f}' y1='{y:.1f}' x2='{f.x1:.1f}' y2='{y:.1f}' stroke='{h.color}' "
-            f"stroke-width='1.2' stroke-dasharray='{h.dash}'/>"
-        )
-    for i, v in enumerate(vlines):
-        x = f.x(v.x)
-        body.append(
-            f"<line x1='{x:.1f}' y1='{f.y0:.1f}' x2='{x:.1f}' y2='{f.y1:.1f}' stroke='{v.color}' "
-            f"stroke-width='1.2' stroke-dasharray='{v.dash}'/>"
-        )
-        body.append(
-            f"<text x='{x + 3:.1f}' y='{f.y0 + 12 + 13 * (i % 4):.1f}' fill='{v.color}' "
-            f"{HALO}>{_e(v.label)}</text>"
-        )
-    body.append(
-        f"<text x='{(f.x0 + f.x1) / 2:.1f}' y='{height - 8}' text-anchor='middle' "
-        f"fill='{TEXT}'>{_e(x_label)}</text>"
-    )
-    mid = (f.y0 + f.y1) / 2
-    body.append(
-        f"<text x='14' y='{mid:.1f}' text-anchor='middle' fill='{TEXT}' "
-        f"transform='rotate(-90 14 {mid:.1f})'>{_e(y_label)}</text>"
-    )
+    body += _lines(f, series) + _rules(f, hlines, vlines)
+    body += _axis_labels(f, height, x_label, y_label)
     lx = f.x1 + 14
     if y2:
-        factor, label = y2
         lx += Y2_W
-        body.append(
-            f"<line x1='{f.x1:.1f}' y1='{f.y0:.1f}' x2='{f.x1:.1f}' y2='{f.y1:.1f}' "
-            f"stroke='{AXIS}'/>"
-        )
-        for t in yticks:
-            body.append(
-                f"<text x='{f.x1 + 6:.1f}' y='{f.y(t) + 4:.1f}' fill='{AXIS}'>"
-                f"{_e(tick_label(round(t * factor, 9)))}</text>"
-            )
-        ry = (f.y0 + f.y1) / 2
-        rx = f.x1 + Y2_W - 8
-        body.append(
-            f"<text x='{rx:.1f}' y='{ry:.1f}' text-anchor='middle' fill='{TEXT}' "
-            f"transform='rotate(90 {rx:.1f} {ry:.1f})'>{_e(label)}</text>"
-        )
+        body += _right_axis(f, yticks, *y2)
     body += _legend(entries, lx, f.y0 + 6)
     if note:
         ny = f.y0 + 6 + len(entries) * 16 + 4
