@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .mptcp_info import combine, is_mptcp, subflow_infos
 from .records import Record, make_record
 from .tcp_info import TcpInfo, parse_tcp_info, sample
 
-__all__ = ["DEFAULT_INTERVAL", "Sink", "Source", "StreamSampler"]
+__all__ = ["DEFAULT_INTERVAL", "Sink", "Source", "StreamSampler", "snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,23 @@ class _Stream:
     last_at: float = 0.0
 
 
+def snapshot(sock: socket.socket) -> TcpInfo:
+    """TCP_INFO of a TCP socket; of an MPTCP one, all its subflows' together (its own
+    TCP_INFO is its first subflow's), or the first subflow's where the kernel cannot
+    list them (a connection that fell back to plain TCP)."""
+    if is_mptcp(sock):
+        with contextlib.suppress(OSError):
+            infos = subflow_infos(sock)
+            if infos:
+                return combine(infos)
+    return sample(sock)
+
+
 def _read(source: Source) -> TcpInfo | None:
     """Snapshot of one source, or None when the stream is gone."""
     try:
         got = source()
-        info = sample(got) if isinstance(got, socket.socket) else parse_tcp_info(got)
+        info = snapshot(got) if isinstance(got, socket.socket) else parse_tcp_info(got)
     except OSError as exc:
         log.debug("stream source failed: %s", exc)
         return None

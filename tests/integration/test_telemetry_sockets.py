@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.telemetry import JsonLinesWriter, StreamSampler, sample
+from reservoir.agent.telemetry.mptcp_info import IPPROTO_MPTCP, subflow_infos
+from reservoir.agent.telemetry.sampler import snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +113,36 @@ def test_a_stream_whose_peer_stops_reading_is_receive_window_limited() -> None:
     notsent = record["notsent_bytes"]
     assert isinstance(notsent, int) and notsent > 0
     assert record["in_flight_bytes"] == 0  # nothing can be sent into a closed window
+
+
+@pytest.fixture
+def mptcp_pair() -> socket.socket:
+    """A connected loopback MPTCP client (one subflow) whose peer reads everything."""
+    try:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    except OSError as exc:
+        pytest.skip(f"this kernel has no MPTCP sockets: {exc}")
+    with server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        client = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+        client.connect(server.getsockname())
+        conn, _ = server.accept()
+
+    def drain() -> None:
+        with conn:
+            while conn.recv(1 << 16):
+                pass
+
+    threading.Thread(target=drain, daemon=True).start()
+    return client
+
+
+def test_a_real_mptcp_connection_lists_its_subflow(mptcp_pair: socket.socket) -> None:
+    with mptcp_pair as client:
+        client.sendall(b"\0" * (4 << 20))
+        (only,) = subflow_infos(client)
+        assert only.bytes_acked is not None and only.bytes_acked > 0
+        assert snapshot(client).bytes_acked == sample(client).bytes_acked  # one subflow
+    with pytest.raises(OSError):
+        subflow_infos(client)  # closed
