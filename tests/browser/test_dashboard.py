@@ -7,6 +7,7 @@ destination agents joined by two emulated 500 Mbit/s links with 100 ms RTT
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import pytest
@@ -144,6 +145,8 @@ def test_the_charts_receive_the_points_of_every_stream(
         expect(page.locator(f"{box} canvas")).to_have_count(1)
     expect(page.locator("#live-state")).to_have_attribute("data-state", "live")
     expect(page.locator("#stream-table tbody tr")).to_have_count(16)
+    held = page.locator("#stream-table tbody tr td[data-held]").first
+    expect(held).to_have_text(re.compile(r"^(nothing|((idle|rwnd|sndbuf) \d+%( · )?)+)$"))
     expect(page.locator("#paths tr[data-state='carrying']").first).to_be_visible(timeout=10_000)
     pacing = page.locator("#pacing")
     expect(pacing).not_to_have_attribute("data-available", "unknown")

@@ -12,7 +12,8 @@ export const METRICS = ['bps', 'cwnd', 'rtt', 'cap', 'retrans'];
  * @typedef {{leg: number, copy_id: string, stream: string, path: string | null,
  *   time: number, bits_per_second: number | null, snd_cwnd: number | null,
  *   rtt: number | null, rttvar: number | null, retransmits: number | null,
- *   cap: number | null}} Sample
+ *   cap: number | null, busy?: number | null, rwnd_limited?: number | null,
+ *   sndbuf_limited?: number | null}} Sample
  * @typedef {{key: string, index: number, label: string, leg: number, path: string | null,
  *   cols: Record<string, Float64Array>, last: Sample | null, lastTime: number,
  *   retransmits: number, samples: number}} Stream

@@ -450,10 +450,25 @@ export function transferView(main, id) {
         h('td', { class: 'num' }, x?.rtt ? `${(x.rtt / 1000).toFixed(1)} ms` : '–'),
         h('td', { class: 'num' }, x?.cap ?? '–'),
         h('td', { class: 'num' }, s.retransmits),
+        h('td', { dataset: { held: heldBack(x) } }, heldBack(x)),
         h('td', { class: 'num' }, s.samples),
       );
     });
-    fill(streamTable, rows.length ? table(['Stream', 'Path', 'Rate', 'cwnd', 'RTT', 'Cap (seg)', 'Retransmits', 'Samples'], rows, { class: 'compact' }) : h('p', { class: 'empty' }, 'No samples yet.'));
+    fill(streamTable, rows.length ? table(['Stream', 'Path', 'Rate', 'cwnd', 'RTT', 'Cap (seg)', 'Retransmits', 'Held back', 'Samples'], rows, { class: 'compact' }) : h('p', { class: 'empty' }, 'No samples yet.'));
+  }
+
+  /**
+   * What held the stream back over its last interval (TCP_INFO): idle (nothing to
+   * send), stalled on the receiver's window, stalled on the send buffer; shares of 5%
+   * or more, or "–" when the sample does not say.
+   * @param {import('../telemetry.js').Sample | null} x
+   */
+  function heldBack(x) {
+    if (x?.busy == null) return '–';
+    const parts = [['idle', 1 - x.busy], ['rwnd', x.rwnd_limited ?? 0], ['sndbuf', x.sndbuf_limited ?? 0]]
+      .filter(([, v]) => /** @type {number} */ (v) >= 0.05)
+      .map(([name, v]) => `${name} ${Math.round(/** @type {number} */ (v) * 100)}%`);
+    return parts.length ? parts.join(' · ') : 'nothing';
   }
 
   /** The link a path id ("LOCAL=REMOTE:PORT") goes over, by its NICs' addresses. @param {string | null} path */
