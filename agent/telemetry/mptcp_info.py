@@ -76,7 +76,12 @@ def _getsockopt() -> Any:
 
 
 def is_mptcp(sock: socket.socket) -> bool:
-    return sock.proto == IPPROTO_MPTCP
+    """Asks the kernel (SO_PROTOCOL): a socket object made from a descriptor of the
+    event loop's may carry protocol 0 whatever the socket is."""
+    try:
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL) == IPPROTO_MPTCP
+    except OSError:
+        return False
 
 
 def subflow_infos(sock: socket.socket, max_subflows: int = MAX_SUBFLOWS) -> list[TcpInfo]:

@@ -34,7 +34,9 @@ class Telemetry:
             self.writer.write([{"type": "stream", **r} for r in records])
 
     def stream(self, stream: int, path: str, session: Session) -> None:
-        self.sampler.register(str(stream), path, session.tcp_info)
+        # the socket, not its TCP_INFO bytes: an MPTCP socket's are its first subflow's,
+        # and the sampler reads all its subflows; no socket (reconnecting): stream gone
+        self.sampler.register(str(stream), path, lambda: session.socket() or b"")
 
     def stream_gone(self, stream: int) -> None:
         self.sampler.unregister(str(stream))

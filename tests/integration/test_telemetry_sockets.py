@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.telemetry import JsonLinesWriter, StreamSampler, sample
-from reservoir.agent.telemetry.mptcp_info import IPPROTO_MPTCP, subflow_infos
+from reservoir.agent.telemetry.mptcp_info import IPPROTO_MPTCP, is_mptcp, subflow_infos
 from reservoir.agent.telemetry.sampler import snapshot
 
 pytestmark = pytest.mark.integration
@@ -146,3 +147,15 @@ def test_a_real_mptcp_connection_lists_its_subflow(mptcp_pair: socket.socket) ->
         assert snapshot(client).bytes_acked == sample(client).bytes_acked  # one subflow
     with pytest.raises(OSError):
         subflow_infos(client)  # closed
+
+
+def test_an_mptcp_socket_is_known_by_the_kernels_word_not_the_objects(
+    mptcp_pair: socket.socket,
+) -> None:
+    with mptcp_pair as client:
+        # as the initiator's transport makes it: a duplicate descriptor, protocol 0
+        dup = socket.socket(client.family, client.type, 0, fileno=os.dup(client.fileno()))
+        with dup:
+            assert dup.proto == 0 and is_mptcp(dup)
+            client.sendall(b"\0" * (1 << 20))
+            assert snapshot(dup).bytes_acked == subflow_infos(client)[0].bytes_acked
