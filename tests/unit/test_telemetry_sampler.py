@@ -243,5 +243,5 @@ def test_public_surface_is_exactly_all() -> None:
     from reservoir.agent import telemetry
 
     public = {name for name in vars(telemetry) if not name.startswith("_")}
-    submodules = {"records", "sampler", "tcp_info"}
+    submodules = {"mptcp_info", "records", "sampler", "tcp_info"}
     assert public - submodules == set(telemetry.__all__)
