@@ -127,7 +127,9 @@ class TcpTransport(asyncio.BufferedProtocol):
             raw = self.transport.get_extra_info("socket")
             if raw is not None:
                 fd = os.dup(raw.fileno())
-                self._sock = socket.socket(raw.family, raw.type, raw.proto, fileno=fd)
+                # family, type and protocol asked of the kernel: the wrapper may say
+                # protocol 0 for an MPTCP socket
+                self._sock = socket.socket(fileno=fd)
         return self._sock
 
     def tcp_info(self) -> bytes:

@@ -6,10 +6,12 @@ import asyncio
 import hashlib
 import os
 import random
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from reservoir.agent.initiator import (
     CommandTimeout,
@@ -19,6 +21,7 @@ from reservoir.agent.initiator import (
     TcpTransport,
     discover,
 )
+from reservoir.agent.initiator._transport import IPPROTO_MPTCP, mptcp_connect
 from reservoir.agent.iscsi import pdu as P
 from reservoir.lab.peers import ReservoirTarget, Tgtd
 
@@ -226,3 +229,30 @@ def test_local_address_and_tcp_info(ours: ReservoirTarget) -> None:
             assert len(session.tcp_info()) >= 100  # raw struct tcp_info, not parsed
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("mptcp", [False, True], ids=["tcp", "mptcp"])
+def test_the_sessions_socket_says_its_protocol_under_uvloop(tmp_path: Path, mptcp: bool) -> None:
+    """uvloop's own wrapper of the socket says protocol 0: the session's socket (for
+    TCP_INFO and caps) is asked of the kernel, so MPTCP telemetry finds its subflows."""
+    if mptcp:
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP).close()
+        except OSError as exc:
+            pytest.skip(f"no MPTCP sockets here: {exc}")
+    extra = ["--nop-interval", "0", *(["--mptcp"] if mptcp else [])]
+    lun = make_lun(tmp_path / "lun.img")
+    with ReservoirTarget([lun], log_path=tmp_path / "t.log", extra=extra) as t:
+
+        async def protocol() -> int:
+            connector = mptcp_connect if mptcp else None
+            session = await Session.open(
+                t.host, t.port, t.iqn, initiator_name=ME, connector=connector
+            )
+            async with session:
+                sock = session.socket()
+                assert sock is not None
+                return sock.proto
+
+        got = uvloop.run(protocol())
+    assert got == (IPPROTO_MPTCP if mptcp else socket.IPPROTO_TCP)
