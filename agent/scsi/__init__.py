@@ -10,6 +10,7 @@ from ._lu import LogicalUnit
 from ._lun_table import LunTable
 from ._luns import decode_lun, encode_lun
 from ._sense import SenseKey, build_sense, decode_sense, sense_information
+from ._state import derive_naa
 from ._types import Backend, Nexus, ScsiCommand, ScsiResult, Status
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "build_sense",
     "decode_lun",
     "decode_sense",
+    "derive_naa",
     "encode_lun",
     "sense_information",
 ]

@@ -14,6 +14,7 @@ forces the fallback.
 from ._base import Engine
 from ._engine import available_backends, open_engine
 from ._errors import StorageError
+from ._identity import volume_identity
 from ._volume import Volume, open_volume
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "available_backends",
     "open_engine",
     "open_volume",
+    "volume_identity",
 ]

@@ -124,6 +124,7 @@ class TargetServer:
                 volume,
                 lun=lun.id,
                 serial=_serial(target.iqn, lun.id),
+                device_id=storage.volume_identity(lun.path),
                 target_name=target.iqn,
                 target_port_id=self.tpgt,
                 read_only=lun.read_only,

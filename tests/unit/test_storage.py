@@ -77,6 +77,7 @@ def test_public_api() -> None:
         "available_backends",
         "open_engine",
         "open_volume",
+        "volume_identity",
     }
     assert issubclass(StorageError, OSError)
     assert available_backends()[-1] == "threads"
