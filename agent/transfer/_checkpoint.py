@@ -57,7 +57,7 @@ class Checkpoint:
     done: dict[int, bytes] = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
     interval: float = SAVE_INTERVAL
-    _saved_at: float = 0.0
+    _saved_at: float | None = None  # monotonic time of the last save; None: never
 
     def record(self, extent_id: int, digest: bytes) -> None:
         self.done[extent_id] = digest
@@ -65,7 +65,7 @@ class Checkpoint:
         self.save_if_due()
 
     def save_if_due(self) -> None:
-        if time.monotonic() - self._saved_at >= self.interval:
+        if self._saved_at is None or time.monotonic() - self._saved_at >= self.interval:
             self.save()
 
     def save(self) -> None:
