@@ -141,6 +141,7 @@ class CopyJob:
 def summary_dict(summary: CopySummary) -> dict[str, Any]:
     data = dataclasses.asdict(summary)
     data["rate"] = summary.rate
+    data["verification"] = summary.verification
     data["paths"] = [dataclasses.asdict(p) for p in summary.paths()]
     return data
 

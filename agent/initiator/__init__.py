@@ -16,11 +16,21 @@ from reservoir.agent.initiator._errors import (
     ScsiError,
 )
 from reservoir.agent.initiator._hash_range import hash_range, supports_hash_range
+from reservoir.agent.initiator._identity import device_designator
 from reservoir.agent.initiator._login import Negotiated
+from reservoir.agent.initiator._reservation import (
+    WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+    pr_clear,
+    pr_read_keys,
+    pr_read_reservation,
+    pr_register,
+    pr_reserve,
+)
 from reservoir.agent.initiator._session import RecoveryPolicy, Session
 from reservoir.agent.initiator._transport import PduSink, PduTransport, TcpTransport
 
 __all__ = [
+    "WRITE_EXCLUSIVE_REGISTRANTS_ONLY",
     "CommandTimeout",
     "ConnectionLostError",
     "DiscoveredTarget",
@@ -36,7 +46,13 @@ __all__ = [
     "ScsiReply",
     "Session",
     "TcpTransport",
+    "device_designator",
     "discover",
     "hash_range",
+    "pr_clear",
+    "pr_read_keys",
+    "pr_read_reservation",
+    "pr_register",
+    "pr_reserve",
     "supports_hash_range",
 ]

@@ -23,13 +23,17 @@ from reservoir.agent.initiator import (
     InitiatorError,
     RecoveryPolicy,
     Session,
+    device_designator,
     discover,
     hash_range,
+    pr_clear,
+    pr_register,
     supports_hash_range,
 )
 from reservoir.agent.initiator._transport import Connector
-from reservoir.agent.scsi import MAX_HASH_BYTES
-from reservoir.agent.storage import Volume, open_volume
+from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
+from reservoir.agent.storage import Volume, open_volume, volume_identity
+from reservoir.agent.transfer._hold import PrState, read_pr_state, take
 
 ISCSI_PORT = 3260
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
@@ -103,6 +107,10 @@ class Channel(Protocol):
 
     async def flush(self) -> None: ...
 
+    async def release(self) -> None:
+        """Ends the copy's hold on the destination (its persistent reservation)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -123,6 +131,7 @@ class Side(Protocol):
     size: int
     block_size: int
     remote: bool  # channels go over the network (and over the streams' paths)
+    device: str | None  # which device it is, whatever the spelling (None: unknown)
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel: ...
 
@@ -152,16 +161,26 @@ class LocalChannel:
     async def flush(self) -> None:
         await self.volume.flush()
 
+    async def release(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
+
+
+def local_device(path: Path) -> str:
+    """The designator our target gives a LUN backed by ``path`` (see
+    :func:`reservoir.agent.storage.volume_identity`)."""
+    return "naa." + derive_naa(volume_identity(path)).hex()
 
 
 class LocalSide:
     remote = False
 
-    def __init__(self, volume: Volume, label: str) -> None:
+    def __init__(self, volume: Volume, label: str, path: Path) -> None:
         self.volume, self.label = volume, label
         self.size, self.block_size = volume.size, volume.block_size
+        self.device: str | None = local_device(path)
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
         return LocalChannel(self.volume)
@@ -171,9 +190,17 @@ class LocalSide:
 
 
 class RemoteChannel:
-    def __init__(self, session: Session, lun: int, block_size: int, hashes: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session,
+        lun: int,
+        block_size: int,
+        hashes: bool = False,
+        hold: int | None = None,
+    ) -> None:
         self.session, self.lun, self.bs = session, lun, block_size
         self.hashes = hashes  # the target answers HASH RANGE
+        self.hold = hold  # the reservation key this session is registered with
 
     async def read(self, offset: int, length: int) -> bytes:
         return await self.session.read(self.lun, offset // self.bs, length // self.bs, self.bs)
@@ -192,6 +219,10 @@ class RemoteChannel:
     async def flush(self) -> None:
         await self.session.scsi(self.lun, SYNCHRONIZE_CACHE_10)
 
+    async def release(self) -> None:
+        if self.hold is not None:
+            await pr_clear(self.session, self.lun, self.hold)
+
     async def close(self) -> None:
         await self.session.close()
 
@@ -205,11 +236,19 @@ class RemoteSide:
 
     remote = True
 
-    def __init__(self, where: RemoteLun, login: Login, label: str) -> None:
+    def __init__(
+        self, where: RemoteLun, login: Login, label: str, destination: bool = False
+    ) -> None:
         self.where, self.login, self.label = where, login, label
         self.size = self.block_size = 0
         self.hashes = False  # whether the target verifies extents itself (HASH RANGE)
+        self.device: str | None = None  # its designator (INQUIRY VPD 0x83)
+        self.destination = destination  # its reservations are read, to hold it
+        self.hold: int | None = None  # the copy's reservation key, once held (see _hold)
+        self.pr_state = PrState()
         self._early: dict[int, tuple[PathSpec | None, asyncio.Task[Session]]] = {}
+        self._prober: Session | None = None  # the session that was asked (probe)
+        self._own: Session | None = None  # the prober, when no stream's session was in
 
     async def _open(
         self, path: PathSpec | None, recovery: RecoveryPolicy | None = None, timeout: float = 10.0
@@ -244,17 +283,39 @@ class RemoteSide:
         """The LUN's size, block size and whether it hashes: asked on the first early
         session that logs in, or on a session of its own (without a path)."""
         session = await self._first_early()
-        if session is not None:
-            await self._ask(session)
-            return
-        async with await self._open(None) as own:
-            await self._ask(own)
+        if session is None:  # no stream's session logged in: one of its own
+            session = self._own = await self._open(None)
+        self._prober = session
+        await self._ask(session)
+        if not self.destination:
+            await self._close_own()  # only a destination's is needed again (to hold it)
 
     async def _ask(self, session: Session) -> None:
-        (blocks, self.block_size), self.hashes = await asyncio.gather(
-            session.capacity(self.where.lun), supports_hash_range(session, self.where.lun)
+        """Size, HASH RANGE, designator and (a destination) reservations at once."""
+        lun = self.where.lun
+        (blocks, self.block_size), self.hashes, self.device, pr = await asyncio.gather(
+            session.capacity(lun),
+            supports_hash_range(session, lun),
+            device_designator(session, lun),
+            read_pr_state(session, lun) if self.destination else _no_pr(),
         )
         self.size = blocks * self.block_size
+        self.pr_state = pr
+
+    async def take_hold(self, key: int) -> None:
+        """Reserves the LUN for the copy under ``key`` (see _hold), on the session
+        that probed it; the streams' sessions register as they are taken."""
+        assert self._prober is not None, "probe() first"
+        if await take(self._prober, self.where.lun, key, self.pr_state, self.label):
+            self.hold = key
+        await self._close_own()
+
+    async def _close_own(self) -> None:
+        """Logs out the session the side opened for itself to probe (no stream's)."""
+        own, self._own = self._own, None
+        if own is not None:
+            with contextlib.suppress(InitiatorError, OSError, TimeoutError):
+                await own.close()
 
     async def _first_early(self) -> Session | None:
         """The first early session to log in; None if none did (their streams see
@@ -275,14 +336,21 @@ class RemoteSide:
             if early is not None:
                 await _discard_early(early[1])
             session = await self._open(path)
+        if self.hold is not None and session is not self._prober:
+            await pr_register(session, self.where.lun, self.hold)
         if self.login.on_session is not None:
             self.login.on_session(stream, session)
-        return RemoteChannel(session, self.where.lun, self.block_size, self.hashes)
+        return RemoteChannel(session, self.where.lun, self.block_size, self.hashes, self.hold)
 
     async def close(self) -> None:
         """Logs out the early sessions no stream took (the copy stopped before)."""
         early, self._early = self._early, {}
         await asyncio.gather(*(_discard_early(task) for _, task in early.values()))
+        await self._close_own()
+
+
+async def _no_pr() -> PrState:
+    return PrState()
 
 
 async def _discard_early(task: asyncio.Task[Session]) -> None:
@@ -315,20 +383,27 @@ async def open_source(
         )
     if not where.exists():
         raise EndpointError(f"source {where} does not exist")
-    return LocalSide(await open_volume(where, read_only=True, direct=False), f"source {where}")
+    volume = await open_volume(where, read_only=True, direct=False)
+    return LocalSide(volume, f"source {where}", where)
 
 
 async def open_dest(
-    text: str, login: Login, needed: int, early: dict[int, PathSpec | None] | None = None
+    text: str,
+    login: Login,
+    needed: int,
+    early: dict[int, PathSpec | None] | None = None,
+    *,
+    mode: int = 0o600,
 ) -> Side:
-    """The destination; a missing or smaller regular file is extended to ``needed``;
-    a remote one probed, with ``early`` streams logging in meanwhile."""
+    """The destination; a missing or smaller regular file is extended to ``needed``
+    (a new one created with ``mode``); a remote one probed, with ``early`` streams
+    logging in meanwhile, its reservations read (to hold it, see _hold)."""
     where = parse_location(text)
     if isinstance(where, RemoteLun):
         label = f"destination LUN {where.lun} of {where.iqn}"
-        return await _probed(RemoteSide(where, login, label), early)
-    _grow_file(where, needed)
-    return LocalSide(await open_volume(where, direct=False), f"destination {where}")
+        return await _probed(RemoteSide(where, login, label, destination=True), early)
+    _grow_file(where, needed, mode)
+    return LocalSide(await open_volume(where, direct=False), f"destination {where}", where)
 
 
 async def _probed(side: RemoteSide, early: dict[int, PathSpec | None] | None) -> RemoteSide:
@@ -341,11 +416,11 @@ async def _probed(side: RemoteSide, early: dict[int, PathSpec | None] | None) ->
     return side
 
 
-def _grow_file(path: Path, needed: int) -> None:
+def _grow_file(path: Path, needed: int, mode: int) -> None:
     try:
         if path.exists() and not stat.S_ISREG(path.stat().st_mode):
             return
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, mode)
     except OSError as exc:
         raise EndpointError(f"cannot open destination {path}: {exc}") from exc
     try:
@@ -379,6 +454,9 @@ class CountingChannel:
 
     async def flush(self) -> None:
         await self.inner.flush()
+
+    async def release(self) -> None:
+        await self.inner.release()
 
     async def close(self) -> None:
         await self.inner.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import stat
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL, tcp_info
 from reservoir.agent.transfer import _checkpoint as ck
+from reservoir.agent.transfer import _end_check as end_check
 from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.agent.transfer._endpoints import (
     Channel,
@@ -40,6 +42,7 @@ from reservoir.agent.transfer._endpoints import (
     parse_path,
     resolve_binds,
 )
+from reservoir.agent.transfer._hold import HoldError, check_distinct, hold_key
 from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
 from reservoir.agent.transfer._plan import (
     DEFAULT_EXTENT_SIZE,
@@ -163,10 +166,19 @@ async def copy(
             )
         finally:
             await src.close()
-    except (EndpointError, ck.CheckpointError, VerifyError, ValueError) as exc:
+    except (EndpointError, ck.CheckpointError, VerifyError, HoldError, ValueError) as exc:
         raise CopyError(str(exc)) from exc
     except (InitiatorError, StorageError, OSError) as exc:
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
+
+
+async def _release(channel: Channel) -> None:
+    """Ends the copy's hold on a destination; the copy is done, so a failure to
+    release is logged, not raised (the reservation stays under the copy's key)."""
+    try:
+        await channel.release()
+    except (InitiatorError, OSError, TimeoutError) as exc:
+        log.warning("could not release the destination's reservation: %s", exc)
 
 
 async def _close_quietly(channel: Channel) -> None:
@@ -207,11 +219,14 @@ async def _copy_from(
     unit = options.stripe_unit if len(dests) > 1 else 0
     needs = member_ends(offset, length, unit, len(dests)) if unit > 0 else [offset + length]
     dsts: list[Side] = []
+    mode = _new_file_mode(source)
     try:
         for pair, (text, need) in enumerate(zip(dests, needs, strict=True)):
             first = pair * options.streams
             early = _early(paths, range(first, first + options.streams))
-            dsts.append(await open_dest(text, login, need, early))
+            dsts.append(await open_dest(text, login, need, early, mode=mode))
+        ends = [(source, src.device), *((t, d.device) for t, d in zip(dests, dsts, strict=True))]
+        check_distinct(ends)
         for dst, need in zip(dsts, needs, strict=True):
             _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
         plan = _make_plan(
@@ -223,6 +238,8 @@ async def _copy_from(
             stripe_unit=unit,
         )
         checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
+        key = hold_key(checkpoint.path)
+        await asyncio.gather(*(d.take_hold(key) for d in dsts if isinstance(d, RemoteSide)))
         run = Run(
             plan,
             src,
@@ -237,6 +254,15 @@ async def _copy_from(
     finally:
         for dst in dsts:
             await dst.close()
+
+
+def _new_file_mode(source: str) -> int:
+    """The permissions of a destination file the copy creates: no wider than a local
+    source's (before the umask), owner-only for a remote source."""
+    where = parse_location(source)
+    if isinstance(where, RemoteLun):
+        return 0o600
+    return stat.S_IMODE(where.stat().st_mode) & 0o666
 
 
 def _resolve_range(src: Side, wanted: tuple[int, int] | None) -> tuple[int, int]:
@@ -304,6 +330,8 @@ class Run:
         self.dispatcher = Dispatcher(Queues(plan, self.skipped), plan.streams)
         self.stats = [StreamStats(i, self._path_label(i)) for i in range(plan.streams)]
         self.copied = self.resent = self.mismatches = self.reissued = 0
+        self.end_mismatches = 0  # extents the check at the end found different
+        self.end_checked = False  # the whole range was hashed again at the end
         self.started = time.monotonic()
         # when the copy was asked for, before its sides were opened and probed
         self.began = self.started if began is None else began
@@ -376,6 +404,7 @@ class Run:
             await self._supervise()
             self._check_complete()
             self._phase("every extent written and verified")
+            await self._verify_end()
             await self._flush(list(self.workers.values()))
             self._phase("flushed")
         finally:
@@ -669,6 +698,47 @@ class Run:
             *(worker.dest.flush() for worker in flushers.values()),
             *(_close_quietly(c) for worker in idle for c in (worker.source, worker.dest)),
         )
+        await asyncio.gather(*(_release(w.dest) for w in flushers.values()))
+
+    async def _verify_end(self) -> None:
+        """Hashes the whole destination again and sends what differs once more; a
+        copy whose destination still differs fails, naming the ranges (_end_check)."""
+        if not self.options.verify:
+            return
+        workers = await self._end_workers()
+        wanted = self.checkpoint.done
+        bad = await end_check.mismatched(workers, self.plan.extents, wanted)
+        if bad:
+            self.end_mismatches = len(bad)
+            log.warning(
+                "copy to %s: %d extents differ at the end (%s); sending them again",
+                self.checkpoint.key.dest,
+                len(bad),
+                end_check.ranges(bad),
+            )
+            await end_check.resend(workers, bad)
+            still = await end_check.mismatched(workers, bad, wanted)
+            if still:
+                raise CopyError(
+                    f"the destination still differs from the source after sending "
+                    f"{len(bad)} extents again: {end_check.ranges(still)}"
+                )
+        self.end_checked = True
+        self._phase("whole destination hashed again, equal to the source")
+
+    async def _end_workers(self) -> dict[int, list[StreamWorker]]:
+        """The live streams of every server pair; a pair left with none gets one."""
+        pairs: dict[int, list[StreamWorker]] = {}
+        for index, worker in self.workers.items():
+            if worker.stats.up:
+                pairs.setdefault(self.plan.pair_of(index), []).append(worker)
+        for pair in range(len(self.dsts)):
+            if pair not in pairs:
+                index = self.plan.streams_of(pair)[0]
+                worker = await self._open_stream(index)
+                self.workers[index] = worker
+                pairs[pair] = [worker]
+        return pairs
 
     def _count_reissued(self, worker: StreamWorker) -> None:
         """Write data its sessions sent again after reinstating a lost connection."""
@@ -704,7 +774,7 @@ class Run:
             extent_size=self.plan.extent_size,
             elapsed=time.monotonic() - self.started,
             root_hash=root_hash(digests),
-            verified=self.options.verify,
+            verified=self.options.verify and self.end_checked,
             verified_by=self._verified_by(),
             copied_bytes=self.copied,
             skipped_extents=len(self.skipped),
@@ -714,4 +784,6 @@ class Run:
             checkpoint=str(self.checkpoint.path),
             streams=self.stats,
             path_reports=self.monitor.reports() if self.monitor is not None else [],
+            end_mismatches=self.end_mismatches,
+            held=any(isinstance(d, RemoteSide) and d.hold is not None for d in self.dsts),
         )

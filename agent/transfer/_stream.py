@@ -258,6 +258,19 @@ class StreamWorker:
         if self._busy == 0:
             self.stats.seconds += asyncio.get_running_loop().time() - self._busy_since
 
+    async def verify(self, extent: Extent, want: bytes) -> bool:
+        """Whether the destination holds ``want`` (an extent's digest) for it now."""
+        if self._window is None:
+            self._window = asyncio.Semaphore(self.settings.depth)
+        return await self._verified(extent, want)
+
+    async def resend(self, extent: Extent) -> None:
+        """Reads the extent from the source again and carries it (written, verified)."""
+        if self._window is None:
+            self._window = asyncio.Semaphore(self.settings.depth)
+        data = await self._read(self.source, extent, self._window)
+        await self._carry(extent, data)
+
     async def _verified(self, extent: Extent, want: bytes) -> bool:
         """The destination's digest of the extent (read back where it cannot hash)."""
         theirs = await self.dest.digest(extent.dest_offset, extent.length)

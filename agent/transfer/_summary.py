@@ -44,8 +44,26 @@ class CopySummary:
     mismatches: int
     checkpoint: str
     streams: list[StreamStats] = field(default_factory=list)
-    verified_by: str = ""  # "destination" (it hashed its own copy) or "read-back"
+    # how the whole destination was checked at the end: "destination" (it hashed its
+    # own copy: HASH RANGE), "read-back", or "destination and read-back" (several)
+    verified_by: str = ""
     path_reports: list[PathReport] = field(default_factory=list)  # with 2+ paths
+    end_mismatches: int = 0  # extents the check at the end found different (resent)
+    held: bool = False  # the destination LUNs were reserved for the copy
+
+    @property
+    def verification(self) -> str:
+        """What "verified" means for this copy, in one phrase."""
+        if not self.verified:
+            return "not verified"
+        how = {
+            "destination": "hashed by the destination (HASH RANGE)",
+            "read-back": "read back and hashed",
+            "destination and read-back": (
+                "hashed by the destinations that can, read back and hashed elsewhere"
+            ),
+        }.get(self.verified_by, "checked")
+        return f"whole destination range {how} after the last extent: equal to the source"
 
     @property
     def rate(self) -> float:
@@ -94,13 +112,9 @@ def format_summary(s: CopySummary) -> str:
                 f"path {r.path}: failover window {window} (detected after "
                 f"{r.detected_after} s), {r.moved_extents} extents moved to other paths"
             )
-    how = {
-        "destination": " by the destination",
-        "read-back": " by reading back",
-        "destination and read-back": " by the destinations that hash, by reading back elsewhere",
-    }
     verify = (
-        f"verified{how.get(s.verified_by, '')}, {s.mismatches} mismatches resent"
+        f"verified: {s.verification}; {s.mismatches} mismatches resent while copying, "
+        f"{s.end_mismatches} at the end"
         if s.verified
         else "not verified"
     )

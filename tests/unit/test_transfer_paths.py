@@ -79,11 +79,16 @@ class Volume:
     async def flush(self) -> None:
         return None
 
+    async def release(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
 
 class FakeSide:
+    device: str | None = None
+
     def __init__(self, data: bytearray, remote: bool, links: dict[str, Link]) -> None:
         self.data, self.remote, self.links = data, remote, links
         self.label = "fake"

@@ -69,6 +69,9 @@ class Memory:
     async def flush(self) -> None:
         return None
 
+    async def release(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

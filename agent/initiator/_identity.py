@@ -1,0 +1,54 @@
+"""Which device a LUN is: its logical unit designator from the Device Identification
+VPD page (INQUIRY EVPD 0x83, SPC-4 7.8.6).
+
+Two URLs may name one LUN (``127.0.0.1`` and ``localhost``, LUN ``0`` and ``00``,
+two portals of one target); the designator does not depend on the spelling. The
+designator kept is the LU's (association 0) of the best kind: NAA, then EUI-64, then
+a SCSI name string, then T10 vendor ID; it is spelled ``naa.<hex>``, ``eui.<hex>``,
+``name.<text>`` or ``t10.<hex>``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from reservoir.agent.initiator._errors import ProtocolError
+from reservoir.agent.initiator._session import Session
+
+__all__ = ["device_designator", "parse_device_identification"]
+
+VPD_DEVICE_IDENTIFICATION = 0x83
+PAGE_LENGTH = 1024
+# designator type -> (preference, prefix): smaller is better
+_KINDS = {0x3: (0, "naa"), 0x2: (1, "eui"), 0x8: (2, "name"), 0x1: (3, "t10")}
+
+
+def inquiry_vpd(page: int, length: int = PAGE_LENGTH) -> bytes:
+    """INQUIRY with EVPD=1 for ``page`` (SPC-4 6.6)."""
+    return struct.pack(">BBBHB", 0x12, 0x01, page, length, 0)
+
+
+def parse_device_identification(page: bytes) -> str | None:
+    """The LU's designator of the best kind in a 0x83 page, or None if it has none."""
+    if len(page) < 4 or page[1] != VPD_DEVICE_IDENTIFICATION:
+        raise ProtocolError("INQUIRY VPD 0x83 answered with another page")
+    end = min(len(page), 4 + int.from_bytes(page[2:4], "big"))
+    best: tuple[int, str] | None = None
+    at = 4
+    while at + 4 <= end:
+        kind, association = page[at + 1] & 0x0F, (page[at + 1] >> 4) & 0x3
+        value = page[at + 4 : at + 4 + page[at + 3]]
+        at += 4 + page[at + 3]
+        if association != 0 or kind not in _KINDS:
+            continue
+        rank, prefix = _KINDS[kind]
+        text = value.rstrip(b"\0").decode("utf-8", "replace") if kind == 0x8 else value.hex()
+        if best is None or rank < best[0]:
+            best = (rank, f"{prefix}.{text}")
+    return None if best is None else best[1]
+
+
+async def device_designator(session: Session, lun: int) -> str | None:
+    """The LUN's designator (see the module); None where the target gives none."""
+    reply = await session.scsi(lun, inquiry_vpd(VPD_DEVICE_IDENTIFICATION), read_length=PAGE_LENGTH)
+    return parse_device_identification(reply.data)

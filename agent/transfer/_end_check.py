@@ -1,0 +1,83 @@
+"""The copy's last word: when the last extent is done, every extent of the whole range
+is hashed again on its destination (HASH RANGE where the target has it, read back
+elsewhere) and compared with the digest of what was read from the source; the root
+hashes of both are then equal. Extents that differ are sent again once and checked
+again; if any still differs, the copy fails and names their byte ranges.
+
+This is what "verified" means in a summary: a statement about the destination at the
+end, including extents a checkpoint said were done by an earlier run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+
+from reservoir.agent.transfer._plan import Extent
+from reservoir.agent.transfer._stream import StreamWorker, VerifyError
+
+AT_ONCE = 2  # extents a stream checks at a time (read back: two extent buffers)
+
+
+async def mismatched(
+    workers: Mapping[int, Sequence[StreamWorker]],
+    extents: Sequence[Extent],
+    wanted: Mapping[int, bytes],
+) -> list[Extent]:
+    """The extents whose destination digest is not the one wanted, in extent order;
+    ``workers`` are the live streams of each server pair."""
+    bad: list[Extent] = []
+
+    async def check(worker: StreamWorker, mine: list[Extent]) -> None:
+        limit = asyncio.Semaphore(AT_ONCE)
+
+        async def one(extent: Extent) -> None:
+            async with limit:
+                if not await worker.verify(extent, wanted[extent.id]):
+                    bad.append(extent)
+
+        await asyncio.gather(*(one(e) for e in mine))
+
+    await asyncio.gather(*(check(w, mine) for w, mine in _deal(workers, extents)))
+    return sorted(bad, key=lambda e: e.id)
+
+
+async def resend(workers: Mapping[int, Sequence[StreamWorker]], extents: Sequence[Extent]) -> None:
+    """Reads the extents from the source again and writes them (each verified as it is
+    written, as every extent is; one that still fails is left to the check after)."""
+
+    async def carry(worker: StreamWorker, mine: list[Extent]) -> None:
+        for extent in mine:
+            with contextlib.suppress(VerifyError):  # the check after names it
+                await worker.resend(extent)
+
+    await asyncio.gather(*(carry(w, mine) for w, mine in _deal(workers, extents)))
+
+
+def _deal(
+    workers: Mapping[int, Sequence[StreamWorker]], extents: Sequence[Extent]
+) -> list[tuple[StreamWorker, list[Extent]]]:
+    """The extents dealt round-robin over the streams of their pair."""
+    dealt: dict[int, list[Extent]] = {}
+    order: list[StreamWorker] = []
+    counts: dict[int, int] = {}
+    for extent in extents:
+        pair = workers[extent.pair]
+        worker = pair[counts.get(extent.pair, 0) % len(pair)]
+        counts[extent.pair] = counts.get(extent.pair, 0) + 1
+        if id(worker) not in dealt:
+            dealt[id(worker)] = []
+            order.append(worker)
+        dealt[id(worker)].append(extent)
+    return [(w, dealt[id(w)]) for w in order]
+
+
+def ranges(extents: Sequence[Extent]) -> str:
+    """``bytes A-B of destination P`` for each extent (at most 8, then a count)."""
+    shown = [
+        f"bytes {e.dest_offset}-{e.dest_offset + e.length - 1} of destination {e.pair}"
+        for e in extents[:8]
+    ]
+    more = f" and {len(extents) - 8} more extents" if len(extents) > 8 else ""
+    return ", ".join(shown) + more

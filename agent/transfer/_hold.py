@@ -1,0 +1,113 @@
+"""A copy's hold on its destinations: one device once, and one copy at a time.
+
+Before any write, every end of a copy is known by its device designator (INQUIRY VPD
+0x83 for a LUN, the same designator derived from the file for a local path), so two
+spellings of one LUN, or a source that backs its own destination, are refused.
+
+Then each remote destination is held with a persistent reservation of type *Write
+Exclusive - Registrants Only* under the copy's key: every stream's session registers
+the key, and initiators that did not register cannot write the LUN until the copy
+ends and clears the reservation. The key derives from the copy's checkpoint, so a
+resumed copy (another agent process, new sessions) registers the same key and finds
+its reservation still there; a LUN reserved or registered under another key is
+refused. A target without persistent reservations is written unheld, with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reservoir.agent.initiator import (
+    WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+    ScsiError,
+    Session,
+    pr_read_keys,
+    pr_read_reservation,
+    pr_register,
+    pr_reserve,
+)
+
+log = logging.getLogger("reservoir.copy")
+
+ILLEGAL_REQUEST = 0x5
+
+
+class HoldError(Exception):
+    """An end of a copy is the same device as another, or held by someone else."""
+
+
+def hold_key(checkpoint: Path) -> int:
+    """The copy's reservation key: 8 bytes of a hash of its checkpoint's path (nonzero)."""
+    digest = hashlib.sha256(b"reservoir-hold:" + str(checkpoint.resolve()).encode()).digest()
+    return int.from_bytes(digest[:8], "big") or 1
+
+
+@dataclass(frozen=True)
+class PrState:
+    """What a LUN's persistent reservations are, as read before the copy holds it."""
+
+    supported: bool = True
+    reservation: tuple[int, int] | None = None  # (key, type)
+    keys: list[int] = field(default_factory=list)
+
+
+async def read_pr_state(session: Session, lun: int) -> PrState:
+    try:
+        reservation = await pr_read_reservation(session, lun)
+        keys = await pr_read_keys(session, lun)
+    except ScsiError as exc:
+        if exc.sense_key == ILLEGAL_REQUEST:
+            return PrState(supported=False)
+        raise
+    return PrState(reservation=reservation, keys=keys)
+
+
+def check_free(state: PrState, key: int, label: str) -> bool:
+    """Whether the LUN is already held by this copy (a resume); HoldError if someone
+    else holds it or has registered on it."""
+    if state.reservation is not None and state.reservation[0] != key:
+        holder, kind = state.reservation
+        raise HoldError(
+            f"{label} is reserved by another initiator (persistent reservation key "
+            f"0x{holder:016x}, type {kind}); it may be another copy's destination"
+        )
+    others = sorted({k for k in state.keys if k != key})
+    if others:
+        listed = ", ".join(f"0x{k:016x}" for k in others)
+        raise HoldError(
+            f"{label} has persistent reservation registrations of other initiators "
+            f"(keys {listed}), who could write it during the copy; clear them first"
+        )
+    return state.reservation == (key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+
+
+async def take(session: Session, lun: int, key: int, state: PrState, label: str) -> bool:
+    """Registers ``session`` and reserves the LUN (unless this copy already does);
+    False where the target has no persistent reservations (the copy goes unheld)."""
+    if not state.supported:
+        log.warning("%s: the target has no persistent reservations; it is not held", label)
+        return False
+    ours = check_free(state, key, label)
+    await pr_register(session, lun, key)
+    if not ours:
+        await pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+    log.info("%s held for the copy (reservation key 0x%016x)", label, key)
+    return True
+
+
+def check_distinct(ends: Sequence[tuple[str, str | None]]) -> None:
+    """HoldError if two ends of a copy (spelling, device) are one device."""
+    seen: dict[str, str] = {}
+    for spelling, device in ends:
+        if device is None:
+            continue
+        if device in seen:
+            raise HoldError(
+                f"{seen[device]} and {spelling} are the same device ({device}); "
+                "a copy reads and writes each device once"
+            )
+        seen[device] = spelling

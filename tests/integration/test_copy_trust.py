@@ -1,0 +1,177 @@
+"""A copy is trusted when it says "verified": each device once, the destination held
+for the copy alone, and the whole destination checked at the end. Real targets on
+loopback, real sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reservoir.agent.initiator import ScsiError, Session
+from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
+from reservoir.lab.peers import ReservoirTarget
+
+pytestmark = pytest.mark.integration
+
+SIZE = 64 << 20
+EXTENT = 4 << 20
+RESERVATION_CONFLICT = 0x18
+OTHER = "iqn.2026-11.org.example:another-host"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "source.img"
+    path.write_bytes(os.urandom(SIZE))
+    return path
+
+
+@pytest.fixture
+def lun(tmp_path: Path) -> Path:
+    path = tmp_path / "lun0.img"
+    path.write_bytes(b"\x5a" * SIZE)  # a pattern a lost write would show
+    return path
+
+
+@pytest.fixture
+def target(tmp_path: Path, lun: Path) -> Iterator[ReservoirTarget]:
+    with ReservoirTarget([lun], log_path=tmp_path / "target.log") as t:
+        yield t
+
+
+def options(tmp_path: Path, **kw: object) -> CopyOptions:
+    opts = CopyOptions(streams=2, extent_size=EXTENT, checkpoint=tmp_path / "ck.json")
+    for name, value in kw.items():
+        setattr(opts, name, value)
+    return opts
+
+
+def test_a_striped_copy_into_one_lun_under_two_host_names_is_refused_before_writing(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    before = sha(lun)
+    by_ip = target.url(0)
+    by_name = by_ip.replace("127.0.0.1", "localhost")
+    opts = options(tmp_path, stripe_unit=4 << 20)
+    with pytest.raises(CopyError, match="are the same device") as refused:
+        asyncio.run(copy(str(source), [by_ip, by_name], opts))
+    assert by_ip in str(refused.value) and by_name in str(refused.value)
+    assert sha(lun) == before
+
+
+def test_a_striped_copy_into_lun_0_and_lun_00_is_refused_before_writing(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    before = sha(lun)
+    zero, double = target.url(0), target.url(0)[:-1] + "00"
+    with pytest.raises(CopyError, match="are the same device"):
+        asyncio.run(copy(str(source), [zero, double], options(tmp_path, stripe_unit=4 << 20)))
+    assert sha(lun) == before
+
+
+def test_a_copy_from_the_file_backing_its_destination_lun_is_refused(
+    tmp_path: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    before = sha(lun)
+    with pytest.raises(CopyError, match="are the same device"):
+        asyncio.run(copy(str(lun), target.url(0), options(tmp_path)))
+    assert sha(lun) == before
+
+
+def test_a_new_destination_file_is_no_wider_than_its_source(tmp_path: Path) -> None:
+    src = tmp_path / "secret.img"
+    src.write_bytes(os.urandom(1 << 20))
+    src.chmod(0o600)
+    dest = tmp_path / "copy.img"
+    asyncio.run(copy(str(src), str(dest), options(tmp_path, extent_size=1 << 20)))
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o600
+    assert dest.read_bytes() == src.read_bytes()
+
+
+async def other_host_write(target: ReservoirTarget) -> None:
+    """One block written by an initiator that is not the copy's."""
+    async with await Session.open(
+        "127.0.0.1", target.port, target.iqn, initiator_name=OTHER
+    ) as other:
+        await other.write(0, 0, b"\xee" * 512)
+
+
+async def paused_copy(source: Path, url: str, opts: CopyOptions, extents: int) -> None:
+    """Runs a copy until ``extents`` extents are done, then cancels it (a pause: the
+    checkpoint is saved, the destination stays held)."""
+    reached = asyncio.Event()
+
+    def seen(p: Progress) -> None:
+        if p.extents_done >= extents:
+            reached.set()
+
+    task = asyncio.create_task(copy(str(source), url, opts, progress=seen))
+    waiter = asyncio.create_task(reached.wait())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    assert waiter in done, "the copy ended before it could be paused"
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def test_the_destination_is_held_through_a_pause_and_released_when_the_copy_ends(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    url = target.url(0)
+
+    async def scenario() -> CopySummary:
+        await paused_copy(source, url, options(tmp_path, streams=1, depth=1), extents=2)
+        with pytest.raises(ScsiError) as conflict:
+            await other_host_write(target)
+        assert conflict.value.status == RESERVATION_CONFLICT
+        summary = await copy(str(source), url, options(tmp_path, resume=True))
+        await other_host_write(target)  # released: anyone may write again
+        return summary
+
+    summary = asyncio.run(scenario())
+    assert summary.held and summary.verified and summary.skipped_extents >= 2
+    data = lun.read_bytes()
+    assert data[512:] == source.read_bytes()[512:] and data[:512] == b"\xee" * 512
+
+
+def test_a_second_copy_into_a_held_destination_is_refused(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    other = tmp_path / "other.img"
+    other.write_bytes(os.urandom(SIZE))
+    url = target.url(0)
+
+    async def scenario() -> None:
+        await paused_copy(source, url, options(tmp_path, streams=1, depth=1), extents=1)
+        second = options(tmp_path, checkpoint=tmp_path / "other-ck.json")
+        with pytest.raises(CopyError, match="reserved by another initiator"):
+            await copy(str(other), url, second)
+
+    asyncio.run(scenario())
+    assert other.read_bytes()[:EXTENT] != lun.read_bytes()[:EXTENT]
+
+
+def test_an_extent_changed_behind_a_paused_copy_is_found_and_sent_again(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    url = target.url(0)
+
+    async def scenario() -> CopySummary:
+        await paused_copy(source, url, options(tmp_path, streams=1, depth=1), extents=2)
+        with open(lun, "r+b") as f:  # the first extent, done by the first run, rots
+            f.write(b"\0" * 4096)
+        return await copy(str(source), url, options(tmp_path, resume=True))
+
+    summary = asyncio.run(scenario())
+    assert sha(lun) == sha(source)
+    assert summary.end_mismatches == 1 and summary.verified
+    assert "hashed by the destination" in summary.verification

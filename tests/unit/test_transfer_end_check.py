@@ -1,0 +1,111 @@
+"""The check at the end of a copy, with fake sides: the whole destination is hashed
+again after the last extent; what differs is sent again, and a destination that still
+differs fails the copy with the ranges named."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from reservoir.agent.transfer import _checkpoint as ck
+from reservoir.agent.transfer._endpoints import Channel, PathSpec
+from reservoir.agent.transfer._engine import CopyError, CopyOptions, Run
+from reservoir.agent.transfer._plan import ServerPair, make_plan
+from reservoir.agent.transfer._progress import Progress
+from reservoir.agent.transfer._summary import CopySummary
+
+BLOCK = 512
+SIZE = 1 << 20
+EXTENT = 64 << 10
+ROT = range(3 * EXTENT, 3 * EXTENT + 100)  # in extent 3
+
+
+class Disk:
+    """A destination whose bytes in ``ROT`` read as zeros once ``rotten`` is set
+    (``stuck``: for good; otherwise until they are written again)."""
+
+    def __init__(self, size: int, stuck: bool) -> None:
+        self.data = bytearray(size)
+        self.stuck, self.rotten = stuck, False
+
+    def rot(self) -> None:
+        self.rotten = True
+        self.data[ROT.start : ROT.stop] = bytes(len(ROT))
+
+    async def read(self, offset: int, length: int) -> bytes:
+        await asyncio.sleep(0)
+        return bytes(self.data[offset : offset + length])
+
+    async def readinto(self, offset: int, view: memoryview) -> None:
+        view[:] = await self.read(offset, len(view))
+
+    async def write(self, offset: int, data: bytes | memoryview) -> None:
+        await asyncio.sleep(0)
+        self.data[offset : offset + len(data)] = data
+        if self.rotten and self.stuck:
+            self.data[ROT.start : ROT.stop] = bytes(len(ROT))
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        return None
+
+    async def flush(self) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class Side:
+    device: str | None = None
+
+    def __init__(self, disk: Disk, remote: bool) -> None:
+        self.disk, self.remote, self.label = disk, remote, "fake"
+        self.size, self.block_size = len(disk.data), BLOCK
+
+    async def channel(self, stream: int, path: PathSpec | None) -> Channel:
+        return self.disk
+
+    async def close(self) -> None:
+        return None
+
+
+def run_copy(tmp_path: Path, stuck: bool) -> tuple[Disk, Disk, CopySummary]:
+    source, dest = Disk(SIZE, stuck=False), Disk(SIZE, stuck)
+    source.data[:] = os.urandom(SIZE)
+    plan = make_plan(0, SIZE, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2))
+
+    def progress(p: Progress) -> None:  # the last extent done: extent 3 rots
+        if p.extents_done == p.extents_total and not dest.rotten:
+            dest.rot()
+
+    run = Run(
+        plan,
+        Side(source, False),
+        Side(dest, True),
+        paths=[],
+        options=CopyOptions(streams=2, extent_size=EXTENT, piece_size=16 << 10),
+        checkpoint=ck.Checkpoint(tmp_path / "ck.json", ck.CopyKey("s", "d", 0, SIZE, EXTENT)),
+        progress=progress,
+    )
+    return source, dest, asyncio.run(run.execute())
+
+
+def test_an_extent_that_differs_at_the_end_is_sent_again(tmp_path: Path) -> None:
+    source, dest, summary = run_copy(tmp_path, stuck=False)
+    assert dest.rotten and dest.data == source.data
+    assert summary.verified and summary.end_mismatches == 1
+    assert summary.verification.startswith("whole destination range read back")
+
+
+def test_a_destination_that_still_differs_fails_the_copy_naming_the_range(
+    tmp_path: Path,
+) -> None:
+    first, last = 3 * EXTENT, 4 * EXTENT - 1
+    with pytest.raises(CopyError, match=f"still differs .*bytes {first}-{last} of destination 0"):
+        run_copy(tmp_path, stuck=True)
