@@ -13,7 +13,10 @@ Environment variables are prefixed ``RESERVOIR_SERVER_`` (lists as JSON)::
     RESERVOIR_SERVER_CAMPAIGN_COMMAND='["reservoir", "campaign", "run"]'
 
 ``--config FILE`` reads the same keys from its ``[server]`` table. A file should
-hold token digests (``reservoir server --hash-token`` prints one), not tokens.
+hold token digests (``reservoir server --hash-token`` prints one), not tokens. The file
+is checked alone first: it holds the ``[server]`` table only, and each key its TOML
+type (``scheduler_interval = "2"`` is a string, not a number); an unknown table or key
+is refused with the file, the key and what was expected.
 
 Outside development the server refuses to start without user and agent tokens, with
 a plain token shorter than :data:`MIN_TOKEN_LENGTH`, with a token that is both a
@@ -25,11 +28,18 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -38,12 +48,14 @@ from pydantic_settings import (
 )
 
 from reservoir.agent.listen import parse_listen  # one HOST:PORT rule
+from reservoir.agent.settings_file import SettingsFileError, describe, read_table
 from reservoir.server.core import security
 
 __all__ = [
     "DEFAULT_LISTEN",
     "ENV_PREFIX",
     "MIN_TOKEN_LENGTH",
+    "ServerFile",
     "ServerSettings",
     "SettingsError",
     "default_campaign_command",
@@ -77,8 +89,9 @@ def default_campaign_command() -> list[str]:
     return [sys.executable, "-m", "reservoir", "campaign", "run"]
 
 
-class ServerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+class _ServerFields(BaseModel):
+    """The coordinator's keys: of the ``[server]`` table, the environment and the
+    command line."""
 
     environment: Literal["development", "production"] = "production"
     database_url: str = Field(default_factory=default_database_url, min_length=1)
@@ -95,6 +108,7 @@ class ServerSettings(BaseSettings):
     )
     data_dir: Path | None = Field(
         default=None,
+        strict=False,  # a TOML string
         description="files of the coordinator (campaign runs in campaigns/ID); default: "
         "the SQLite database's folder, else $XDG_STATE_HOME/reservoir",
     )
@@ -109,6 +123,17 @@ class ServerSettings(BaseSettings):
     def _listen(cls, value: str) -> str:
         parse_listen(value)
         return value
+
+
+class ServerFile(_ServerFields):
+    """The ``[server]`` table of a settings file, checked alone: no unknown key, and
+    each value of its TOML type (strict: the string "2" is not a number)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ServerSettings(_ServerFields, BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     @model_validator(mode="after")
     def _secure(self) -> ServerSettings:
@@ -169,13 +194,15 @@ def _check_tokens(kind: str, tokens: list[SecretStr]) -> None:
 
 
 def _read_table(path: Path) -> dict[str, Any]:
+    """The ``[server]`` table of ``path``, checked against :class:`ServerFile`."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"{path}: {exc}") from exc
-    table = data.get("server")
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: no [server] table")
+        table = read_table(path, "server")
+        ServerFile.model_validate(table)
+    except SettingsFileError as exc:
+        raise SettingsError(str(exc)) from None
+    except ValidationError as exc:
+        problems = describe(exc, "server", ServerFile.model_fields)
+        raise SettingsError(str(SettingsFileError(path, problems))) from None
     return table
 
 

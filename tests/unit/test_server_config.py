@@ -139,3 +139,24 @@ def test_cli_hashes_a_token_from_stdin(
     args = build_parser().parse_args(["server", "--hash-token"])
     assert args.func(args) == 0
     assert capsys.readouterr().out.strip() == security.hash_token(USER)
+
+
+def test_a_file_must_give_a_number_the_environment_may_spell_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The environment holds only strings; a TOML file has types, and keeps them."""
+    monkeypatch.setenv("RESERVOIR_SERVER_SCHEDULER_INTERVAL", "2")
+    settings = load_settings(environment="development")
+    assert settings.scheduler_interval == 2.0
+    path = write(tmp_path, '[server]\nscheduler_interval = "2"\n')
+    with pytest.raises(SettingsError, match=r"server\.scheduler_interval: .*number, got a string"):
+        load_settings(path, environment="development")
+
+
+def test_a_bad_value_in_the_file_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[server]\nlisten = "nowhere"\nuser_tokens = ["{USER}"]\n')
+    with pytest.raises(SettingsError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: server.listen: ") and "HOST:PORT" in message
+    assert USER not in message

@@ -13,7 +13,10 @@
     tls_cert = "agent.crt"                          # optional: HTTPS (both or neither)
     tls_key = "agent.key"
 
-Relative paths are relative to the file. There is no default token: the agent
+The file holds the ``[agent]`` table only, and each key its TOML type: an unknown
+table or key, or ``nic_pacing = "false"`` (a string, not a boolean), is refused with
+the file, the key and what was expected. Relative paths are relative to the file.
+There is no default token: the agent
 refuses to start without one, and a token shorter than 16 characters is refused.
 Without TLS the tokens cross the network in clear: ``serve`` warns when the API
 listens on another address than loopback without ``tls_cert``/``tls_key``.
@@ -22,7 +25,6 @@ listens on another address than loopback without ``tls_cert``/``tls_key``.
 from __future__ import annotations
 
 import socket
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +39,7 @@ from pydantic import (
 )
 
 from reservoir.agent.listen import parse_listen
+from reservoir.agent.settings_file import SettingsFileError, describe, read_table
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -56,13 +59,15 @@ class SettingsError(ValueError):
 
 
 class AgentSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: each key has its TOML type (a string "false" is not a boolean, 4.0 not
+    # an integer); paths are TOML strings, hence not strict.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     listen: str = DEFAULT_LISTEN
     tokens: list[SecretStr] = Field(min_length=1)
-    state_dir: Path
-    target_config: Path | None = None
+    state_dir: Path = Field(strict=False)
+    target_config: Path | None = Field(default=None, strict=False)
     max_running: int = Field(default=4, ge=1, le=256)
     # How cwnd caps are applied: "bpf" (a sock_ops program, falling back to
     # "pacing-rate" where BPF is not possible), "pacing-rate" (SO_MAX_PACING_RATE), "off".
@@ -73,8 +78,9 @@ class AgentSettings(BaseModel):
     # The builtin target listens with MPTCP sockets (plain TCP initiators still connect;
     # for subflows over other links, signal them: ip mptcp endpoint add ADDR dev DEV signal).
     target_mptcp: bool = False
-    tls_cert: Path | None = None  # PEM; with tls_key, the API is served over HTTPS
-    tls_key: Path | None = None
+    # PEM; with tls_key, the API is served over HTTPS
+    tls_cert: Path | None = Field(default=None, strict=False)
+    tls_key: Path | None = Field(default=None, strict=False)
 
     @model_validator(mode="after")
     def _tls_pair(self) -> AgentSettings:
@@ -114,22 +120,13 @@ def load_settings(path: str | Path) -> AgentSettings:
     """Reads the ``[agent]`` table of ``path``; raises :class:`SettingsError`."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"{path}: {exc}") from exc
-    raw = data.get("agent")
-    if not isinstance(raw, dict):
-        raise SettingsError(f"{path}: no [agent] table")
+        raw = read_table(path, "agent")
+    except SettingsFileError as exc:
+        raise SettingsError(str(exc)) from None
     for key in ("state_dir", "target_config", "tls_cert", "tls_key"):
         _resolve(path.parent, raw, key)
     try:
         return AgentSettings.model_validate(raw)
     except ValidationError as exc:
-        raise SettingsError(f"{path}: {_first_error(exc)}") from None
-
-
-def _first_error(exc: ValidationError) -> str:
-    """The first problem, without the input value (it may be a token)."""
-    err = exc.errors(include_input=False)[0]
-    where = "".join(f".{p}" for p in err["loc"])
-    return f"agent{where}: {err['msg']}"
+        problems = describe(exc, "agent", AgentSettings.model_fields)
+        raise SettingsError(str(SettingsFileError(path, problems))) from None
