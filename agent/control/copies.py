@@ -42,6 +42,7 @@ from reservoir.agent.control.telemetry import TelemetryTail, read_tail
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
+from reservoir.agent.transfer import release as engine_release
 from reservoir.agent.transfer._caps import Capper, StreamCaps
 
 __all__ = [
@@ -72,6 +73,10 @@ class CopyFn(Protocol):
         *,
         progress: Callable[[Progress], None] | None = None,
     ) -> CopySummary: ...
+
+
+class ReleaseFn(Protocol):
+    async def __call__(self, dest: str | Sequence[str], options: CopyOptions) -> list[str]: ...
 
 
 class UnknownCopyError(KeyError):
@@ -168,12 +173,14 @@ class CopyManager:
         state_dir: Path,
         *,
         copy_fn: CopyFn = engine_copy,
+        release_fn: ReleaseFn = engine_release,
         max_running: int = 4,
         telemetry_interval: float = 0.5,
     ) -> None:
         self.state_dir = Path(state_dir)
         self._tails = TelemetryTail()
         self.copy_fn = copy_fn
+        self.release_fn = release_fn  # ends a cancelled copy's hold on its destinations
         self.telemetry_interval = telemetry_interval
         self.jobs: dict[str, CopyJob] = {}
         self.capper: Capper | None = None  # the agent's cwnd cap mechanism, if any
@@ -261,12 +268,23 @@ class CopyManager:
         return await self._stop(self.get(copy_id), CopyState.PAUSED, CAN_PAUSE, "pause")
 
     async def cancel(self, copy_id: str) -> CopyJob:
+        """Stops the copy for good: its destinations are released (a paused or failed
+        copy keeps them reserved, to be resumed), then its checkpoint is deleted."""
         job = self.get(copy_id)
         if job.state == CopyState.PAUSED and job.task is None:
             self._check(job, CAN_CANCEL, "cancel")
-            self._finish(job, CopyState.CANCELLED)
-            return job
-        return await self._stop(job, CopyState.CANCELLED, CAN_CANCEL, "cancel")
+        else:
+            job = await self._stop(job, CopyState.CANCELLED, CAN_CANCEL, "cancel")
+        chap = job.request.chap
+        await self.release_fn(
+            job.request.dest,
+            CopyOptions(
+                checkpoint=job.checkpoint,
+                chap=None if chap is None else (chap.user, chap.secret.get_secret_value()),
+            ),
+        )
+        self._finish(job, CopyState.CANCELLED)
+        return job
 
     def resume(self, copy_id: str) -> CopyJob:
         job = self.get(copy_id)

@@ -9,7 +9,7 @@ MPTCP sockets, and JSON-lines telemetry (``_telemetry``).
 
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
-from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy
+from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy, release
 from reservoir.agent.transfer._paths import PathReport
 from reservoir.agent.transfer._plan import Extent, Plan, Queues, ServerPair, make_plan
 from reservoir.agent.transfer._progress import Progress, ProgressPrinter
@@ -39,5 +39,6 @@ __all__ = [
     "make_plan",
     "parse_location",
     "parse_path",
+    "release",
     "root_hash",
 ]

@@ -42,7 +42,7 @@ from reservoir.agent.transfer._endpoints import (
     parse_path,
     resolve_binds,
 )
-from reservoir.agent.transfer._hold import HoldError, check_distinct, hold_key
+from reservoir.agent.transfer._hold import HoldError, check_distinct, give_back, hold_key
 from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
 from reservoir.agent.transfer._plan import (
     DEFAULT_EXTENT_SIZE,
@@ -179,6 +179,35 @@ async def _release(channel: Channel) -> None:
         await channel.release()
     except (InitiatorError, OSError, TimeoutError) as exc:
         log.warning("could not release the destination's reservation: %s", exc)
+
+
+async def release(dest: str | Sequence[str], options: CopyOptions) -> list[str]:
+    """Ends the hold of the copy whose checkpoint is ``options.checkpoint`` on its
+    remote destinations, without copying (a cancelled copy); the destinations it held,
+    as given. A destination that cannot be reached keeps its reservation (logged)."""
+    if options.checkpoint is None:
+        raise CopyError("releasing a copy's destinations needs its checkpoint path")
+    key = hold_key(options.checkpoint)
+    released = []
+    for text in [dest] if isinstance(dest, str) else dest:
+        where = parse_location(text)
+        if not isinstance(where, RemoteLun):
+            continue
+        try:
+            async with await Session.open(
+                where.host,
+                where.port,
+                where.iqn,
+                initiator_name=options.initiator_name,
+                chap=options.chap,
+                mutual_chap=options.mutual_chap,
+                login_timeout=10.0,
+            ) as session:
+                if await give_back(session, where.lun, key, text):
+                    released.append(text)
+        except (InitiatorError, OSError, TimeoutError) as exc:
+            log.warning("%s: the copy's reservation was not released: %s", text, exc)
+    return released
 
 
 async def _close_quietly(channel: Channel) -> None:

@@ -25,6 +25,7 @@ from reservoir.agent.initiator import (
     WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
     ScsiError,
     Session,
+    pr_clear,
     pr_read_keys,
     pr_read_reservation,
     pr_register,
@@ -111,3 +112,15 @@ def check_distinct(ends: Sequence[tuple[str, str | None]]) -> None:
                 "a copy reads and writes each device once"
             )
         seen[device] = spelling
+
+
+async def give_back(session: Session, lun: int, key: int, label: str) -> bool:
+    """Clears the LUN's reservation if ``key`` holds it (a copy that will not run
+    again: cancelled); False if the copy did not hold it."""
+    state = await read_pr_state(session, lun)
+    if not state.supported or state.reservation is None or state.reservation[0] != key:
+        return False
+    await pr_register(session, lun, key)
+    await pr_clear(session, lun, key)
+    log.info("%s released (reservation key 0x%016x)", label, key)
+    return True

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.agent.control.copies import CopyManager
+from reservoir.agent.control.models import CapsBase, CopyCreate, CopyState
 from reservoir.agent.initiator import ScsiError, Session
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
 from reservoir.lab.peers import ReservoirTarget
@@ -175,3 +177,24 @@ def test_an_extent_changed_behind_a_paused_copy_is_found_and_sent_again(
     assert sha(lun) == sha(source)
     assert summary.end_mismatches == 1 and summary.verified
     assert "hashed by the destination" in summary.verification
+
+
+def test_a_cancelled_copy_of_the_agent_releases_its_destination(
+    tmp_path: Path, source: Path, target: ReservoirTarget
+) -> None:
+    async def scenario() -> None:
+        manager = CopyManager(tmp_path / "agent")
+        paced = CapsBase(stream_pacing_rates={0: 16 << 20})  # 4 s for the whole copy
+        request = CopyCreate(
+            source=str(source), dest=target.url(0), streams=1, extent_size=EXTENT, caps=paced
+        )
+        job = manager.create(request)
+        while job.progress.done_bytes < EXTENT:  # held once its first extent is done
+            assert job.state in (CopyState.QUEUED, CopyState.RUNNING), job.last_error
+            await asyncio.sleep(0.01)
+        with pytest.raises(ScsiError):
+            await other_host_write(target)
+        await manager.cancel(job.id)
+        await other_host_write(target)
+
+    asyncio.run(scenario())
