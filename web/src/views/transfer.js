@@ -576,7 +576,7 @@ export function transferView(main, id) {
         h('td', null, l.index),
         h('td', null, `${name(l.source_agent)}:${l.source_volume} → ${name(l.dest_agent)}:${l.dest_volume}`),
         h('td', null, stateBadge(l.state)),
-        h('td', null, h('span', { class: `badge verify-${s.verified === true ? 'ok' : s.verified === false ? 'bad' : 'none'}` }, verified), s.verified_by ? ` (${s.verified_by})` : ''),
+        h('td', null, h('span', { class: `badge verify-${s.verified === true ? 'ok' : s.verified === false ? 'bad' : 'none'}` }, verified), s.verification ? h('div', { class: 'hint', dataset: { verification: s.verified_by ?? '' } }, s.verification) : s.verified_by ? ` (${s.verified_by})` : ''),
         h('td', { class: 'num' }, fmt.bytes(copied)),
         h('td', { class: 'num' }, elapsed ? fmt.duration(elapsed) : '–'),
         h('td', { class: 'num' }, elapsed ? fmt.rate((copied * 8) / elapsed) : '–'),
