@@ -49,11 +49,15 @@ class RawClient:
     tsih: int = 0
     isid: bytes = field(default_factory=lambda: bytes([0x80]) + os.urandom(5))
     params: dict[str, str] = field(default_factory=dict)
+    source: str | None = None  # the local address to connect from (any when None)
 
     # ------------------------------------------------------------ transport
 
     def connect(self) -> RawClient:
-        self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        source = None if self.source is None else (self.source, 0)
+        self.sock = socket.create_connection(
+            (self.host, self.port), timeout=self.timeout, source_address=source
+        )
         return self
 
     def close(self) -> None:
