@@ -22,6 +22,7 @@ from reservoir.agent.iscsi.digest import digest
 from reservoir.agent.iscsi.negotiation import ConnectionParams, SessionParams
 from reservoir.agent.iscsi.receiver import Receiver
 from reservoir.agent.target import full_feature
+from reservoir.agent.target.login_guard import PendingLogin
 from reservoir.agent.target.login_phase import LoginPhase
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Connection(asyncio.BufferedProtocol):
         self.session: Session | None = None
         self.conn_params: ConnectionParams | None = None
         self.login: LoginPhase | None = LoginPhase(self)
+        self.pending_login: PendingLogin | None = None  # its place among those in login
         self.tasks: dict[int, ScsiTask] = {}
         self.failed_itts: deque[int] = deque(maxlen=64)  # writes ended on a Data-Out error
         self.pending_text = b""  # the rest of a long Text Response (continuation)
@@ -81,6 +83,11 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         if sock:
             self.local = (sock[0], sock[1])
+        address = peer[0] if peer else "?"
+        self.pending_login = self.server.login_guard.admit(address, self.peer, self._login_expired)
+        if self.pending_login is None:  # over a bound: closed before anything is read
+            self._abort()
+            return
         self.server.connections.add(self)
         log.debug("connection from %s on %s", self.peer, self.portal.label)
 
@@ -124,6 +131,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._leave_login()
         self._cancel_nop()
         self.server.connections.discard(self)
         for task in list(self.tasks.values()):
@@ -172,7 +180,33 @@ class Connection(asyncio.BufferedProtocol):
         self.rx.header_digest = params.header_digest
         self.rx.data_digest = params.data_digest
         self.rx.max_data = params.max_recv_data_segment_length_target
+        if not session.is_discovery:  # a discovery session stays in login until it ends
+            self._leave_login()
         self._arm_nop()
+
+    def _leave_login(self) -> None:
+        if self.pending_login is not None:
+            self.pending_login.done()
+            self.pending_login = None
+
+    def _login_expired(self, pending: PendingLogin) -> None:
+        """The login timeout passed since accept: close at once, unread data and all."""
+        if self.closed:
+            return
+        if self.session is None:
+            what = f"login from {self.peer} not complete"
+        else:
+            what = f"discovery session from {self.peer} not ended"
+        self.server.login_guard.log_expired(what, pending.elapsed())
+        self._leave_login()
+        self._abort()
+
+    def _abort(self) -> None:
+        """Closed at once: nothing more is read or written (unread data: a reset)."""
+        self.closed = True
+        self._cancel_nop()
+        if self.transport is not None:
+            self.transport.abort()
 
     # ------------------------------------------------------------ sending
 

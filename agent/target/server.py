@@ -21,6 +21,7 @@ from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolic
 from reservoir.agent.iscsi.negotiation import TargetLimits
 from reservoir.agent.target.config import Chap, Target, TargetConfig, format_portal
 from reservoir.agent.target.connection import Connection
+from reservoir.agent.target.login_guard import LoginGuard
 from reservoir.agent.target.session import Session
 
 log = logging.getLogger("reservoir.target")
@@ -76,7 +77,14 @@ class TargetServer:
         queue_depth: int = 128,
         engine: storage.Engine | None = None,
         mptcp: bool = False,
+        login_timeout: float = 15.0,
+        max_pending_logins: int = 64,
+        max_pending_logins_per_address: int = 8,
     ) -> None:
+        """``login_timeout``: seconds from accept by which a connection must be in
+        full feature phase (a discovery session: ended); ``max_pending_logins`` and
+        ``max_pending_logins_per_address``: how many connections may be in login at
+        once, in total and from one source address (see :mod:`.login_guard`)."""
         self.config = config
         self.limits = limits or SERVING_LIMITS
         self.nop_interval = nop_interval
@@ -84,6 +92,11 @@ class TargetServer:
         self.tpgt = TPGT
         self.engine = engine
         self.mptcp = mptcp
+        self.login_guard = LoginGuard(
+            timeout=login_timeout,
+            max_pending=max_pending_logins,
+            max_per_address=max_pending_logins_per_address,
+        )
         self.buffers = BufferPool()  # write data buffers, reused across connections
         self.directory = Directory(self)
         self.portals = [Portal(h, p) for h, p in config.portals]
