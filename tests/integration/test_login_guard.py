@@ -22,6 +22,7 @@ import uvloop
 from reservoir.agent.initiator import Session, discover
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.text import encode_text
+from reservoir.lab.peers import ReservoirTarget
 
 from .conftest import IQN, need_tool
 from .inprocess import InProcessTarget, one_lun_config, serving
@@ -73,7 +74,7 @@ def _login_request(target: str | None = IQN) -> bytes:
     return P.encode_bytes(request)
 
 
-def _session(target: InProcessTarget, source: str = HOST) -> RawClient:
+def _session(target: InProcessTarget | ReservoirTarget, source: str = HOST) -> RawClient:
     client = RawClient(target.host, target.port, source=source).connect()
     client.login(IQN)
     client.clear_unit_attention()
@@ -246,6 +247,45 @@ def test_a_flood_over_the_bound_is_logged_a_few_times_not_once_a_connection(
     ]
     assert 1 <= len(refused) <= 2, refused
     assert "127.0.0.2" in refused[0]
+
+
+def test_300_idle_connections_to_a_served_target_keep_only_its_default_bound(
+    target: ReservoirTarget, tmp_path: Path
+) -> None:
+    """``reservoir target serve`` with its defaults: 8 connections in login from one
+    address, the other 292 of a flood closed at once, a session served throughout."""
+    with _session(target) as session:
+        flood = [socket.create_connection((target.host, target.port), 5) for _ in range(300)]
+        try:
+            closed = _wait_closed(flood, 292, deadline=time.monotonic() + 10)
+            assert len(closed) == 292, f"{len(closed)} of 300 closed"
+            _does_io(session, 0)
+            for sock in flood:  # the 8 kept are still in login: they can finish it
+                if sock not in closed:
+                    kept = RawClient(target.host, target.port, sock=sock)
+                    kept.login(IQN)
+                    kept.clear_unit_attention()
+        finally:
+            for sock in flood:
+                sock.close()
+        _does_io(session, 8)
+    log = (tmp_path / "target.log").read_text()
+    assert "refused: 8 connections from 127.0.0.1 already in login" in log
+
+
+def _wait_closed(socks: list[socket.socket], count: int, deadline: float) -> set[socket.socket]:
+    """The sockets the target closed, waited for until ``count`` are or ``deadline``."""
+    closed: set[socket.socket] = set()
+    while len(closed) < count and (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([s for s in socks if s not in closed], [], [], left)
+        for sock in readable:
+            try:
+                if sock.recv(1):
+                    continue  # the target sent something: not a close
+            except OSError:
+                pass
+            closed.add(sock)
+    return closed
 
 
 # ---------------------------------------------------------------- real initiators
