@@ -78,8 +78,8 @@ class TargetServer:
         engine: storage.Engine | None = None,
         mptcp: bool = False,
         login_timeout: float = 15.0,
-        max_pending_logins: int = 64,
-        max_pending_logins_per_address: int = 8,
+        max_pending_logins: int = 256,
+        max_pending_logins_per_address: int = 64,
     ) -> None:
         """``login_timeout``: seconds from accept by which a connection must be in
         full feature phase (a discovery session: ended); ``max_pending_logins`` and
