@@ -432,6 +432,7 @@ class CopyManager:
                 raise
             self._finish(job, job.intent)
         except CopyError as exc:
+            log.error("copy %s failed: %s", job.id, exc)
             self._finish(job, CopyState.FAILED, str(exc))
         except Exception as exc:
             log.exception("copy %s failed", job.id)

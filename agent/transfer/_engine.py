@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reservoir.agent.aio import finish
-from reservoir.agent.initiator import InitiatorError, RecoveryPolicy, Session
+from reservoir.agent.initiator import InitiatorError, RecoveryPolicy, ScsiError, Session
 from reservoir.agent.initiator._transport import (
     Connector,
     mptcp_connect,
@@ -168,8 +168,21 @@ async def copy(
             await src.close()
     except (EndpointError, ck.CheckpointError, VerifyError, HoldError, ValueError) as exc:
         raise CopyError(str(exc)) from exc
+    except ScsiError as exc:
+        raise CopyError(_scsi_failure(exc, dests)) from exc
     except (InitiatorError, StorageError, OSError) as exc:
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
+
+
+OUT_OF_SPACE = (0x7, 0x27, 0x07)  # DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT
+
+
+def _scsi_failure(exc: ScsiError, dests: Sequence[str]) -> str:
+    """One line for a command a LUN refused, in words where the sense says why."""
+    if (exc.sense_key, exc.asc, exc.ascq) == OUT_OF_SPACE:
+        which = " or ".join(dests)
+        return f"destination LUN {which} is out of space (its backing volume is full)"
+    return f"ScsiError: {exc}"
 
 
 async def _release(channel: Channel) -> None:

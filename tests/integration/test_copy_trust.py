@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,3 +199,37 @@ def test_a_cancelled_copy_of_the_agent_releases_its_destination(
         await other_host_write(target)
 
     asyncio.run(scenario())
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """An 8 MiB tmpfs of this test's own, unmounted after it."""
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_destination_lun_out_of_space_is_said_in_words(
+    tmp_path: Path, source: Path, small_fs: Path
+) -> None:
+    thin = small_fs / "thin.img"
+    with open(thin, "wb") as f:
+        f.truncate(SIZE)  # 64 MiB promised, 8 MiB there
+    with (
+        ReservoirTarget([thin], log_path=tmp_path / "full.log") as full,
+        pytest.raises(CopyError) as failed,
+    ):
+        asyncio.run(copy(str(source), full.url(0), options(tmp_path)))
+    want = f"destination LUN {full.url(0)} is out of space (its backing volume is full)"
+    assert str(failed.value) == want
