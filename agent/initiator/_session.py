@@ -71,6 +71,12 @@ def _next_statsn(pdu: P._TargetPdu) -> int | None:
     return (pdu.statsn + 1) & _MASK
 
 
+def _retrieve(future: asyncio.Future[ScsiReply]) -> None:
+    """Marks the outcome of a command nobody awaits as seen."""
+    if not future.cancelled():
+        future.exception()
+
+
 def new_isid() -> bytes:
     """A random ISID of type 0x80 (RFC 7143 §10.12.5: random qualifier)."""
     return bytes([0x80]) + os.urandom(5)
@@ -318,6 +324,11 @@ class Session:
             return await asyncio.wait_for(asyncio.shield(future), limit)
         except TimeoutError:
             raise await self._abort(task, limit) from None
+        except asyncio.CancelledError:
+            # nobody awaits the command any more: the session failing later must not
+            # leave "Future exception was never retrieved" in the log
+            future.add_done_callback(_retrieve)
+            raise
 
     def _submit(self, task: Task) -> None:
         task.itt = self._next_itt()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import logging
 import os
 import random
 import socket
@@ -256,3 +258,23 @@ def test_the_sessions_socket_says_its_protocol_under_uvloop(tmp_path: Path, mptc
 
         got = uvloop.run(protocol())
     assert got == (IPPROTO_MPTCP if mptcp else socket.IPPROTO_TCP)
+
+
+def test_a_command_whose_caller_gave_up_leaves_no_unretrieved_error_when_the_session_fails(
+    ours: ReservoirTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        session = await Session.open(ours.host, ours.port, ours.iqn, initiator_name=ME)
+        reads = [asyncio.create_task(session.read(0, i * 2048, 2048)) for i in range(16)]
+        await asyncio.sleep(0)  # the commands are sent
+        for read in reads:
+            read.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
+        assert session.tasks, "every read completed before its caller gave up"
+        session._give_up(OSError("cut by the test"))  # the session fails for good
+        await session.close()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(scenario())
+        gc.collect()  # an unretrieved exception is logged when its future is collected
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
