@@ -26,6 +26,7 @@ from reservoir.lab.dashboard_shots import (
 )
 
 Shot = Callable[[Page, str], Path]
+ACTIVE = ("queued", "running", "paused")
 MiB = 1 << 20
 SIZE = 2048 * MiB  # 2 members of 1 GiB
 
@@ -82,15 +83,19 @@ class LiveTransfers:
             t = self.lab.transfer(self.started[-1])
             if t["state"] == "running" and t["done_bytes"] < 0.6 * t["total_bytes"]:
                 return self.started[-1]
+        self.cancel()  # a destination belongs to one transfer at a time
         tid = self.lab.start(8, pacing={"policy": "per-nic", "margin": 0.85})
         self.started.append(tid)
         self.lab.wait(tid, running, timeout=60)
         return tid
 
     def cancel(self) -> None:
+        """Cancels the transfers still going and waits until each has ended (its
+        destinations released by the agents)."""
         for tid in self.started:
-            if self.lab.transfer(tid)["state"] in ("queued", "running", "paused"):
+            if self.lab.transfer(tid)["state"] in ACTIVE:
                 self.lab.call("POST", f"/transfers/{tid}/cancel")
+                self.lab.wait(tid, lambda t: t["state"] not in ACTIVE, timeout=60)
 
 
 @pytest.fixture(scope="module")
