@@ -12,8 +12,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir import __version__
+from reservoir.agent.http_boundary import BodyLimit, protect
 from reservoir.server import db, web
 from reservoir.server.agent_client import HttpAgentClient
+from reservoir.server.api import deps
 from reservoir.server.api.routes import (
     agent_proxy,
     agents,
@@ -129,6 +131,19 @@ def _include_routes(app: FastAPI) -> None:
     web.mount(app)  # the dashboard at /, after every API route
 
 
+def _protect(app: FastAPI, settings: ServerSettings) -> None:
+    """Bodies bounded (larger for the campaign upload), tokens checked before a body is
+    read, NaN refused, 422s without the input: ``reservoir.agent.http_boundary``."""
+    upload = BodyLimit(settings.max_upload_bytes, "max_upload_bytes")
+    protect(
+        app,
+        limit=BodyLimit(settings.max_body_bytes, "max_body_bytes"),
+        larger={API_PREFIX + path: upload for path in campaigns.UPLOAD_PATHS},
+        token_dependency=deps.get_role,
+        check_token=lambda headers: deps.token_problem(headers, settings),
+    )
+
+
 def create_app(
     settings: ServerSettings,
     *,
@@ -176,6 +191,7 @@ def create_app(
     app.state.agent_proxy = services.proxy
     app.state.campaigns = services.watcher
     install_handlers(app)
+    _protect(app, settings)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -9,7 +9,9 @@ from fastapi import APIRouter, FastAPI
 
 from reservoir import __version__
 from reservoir.agent.control.agent import Agent
+from reservoir.agent.control.api.deps import require_token, token_problem
 from reservoir.agent.control.api.routes import copies, health, info, iperf
+from reservoir.agent.http_boundary import BodyLimit, protect
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -36,6 +38,13 @@ def create_app(agent: Agent) -> FastAPI:
         redoc_url=None,
     )
     app.state.agent = agent
+    settings = agent.settings
+    protect(  # bodies bounded, tokens checked before a body is read, NaN refused
+        app,
+        limit=BodyLimit(settings.max_body_bytes, "max_body_bytes"),
+        token_dependency=require_token,
+        check_token=lambda headers: token_problem(headers, settings),
+    )
     api = APIRouter(prefix=API_PREFIX)
     for module in (health, info, copies, iperf):
         api.include_router(module.router)

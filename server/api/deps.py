@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.datastructures import Headers
 
 from reservoir.server.core import security
 from reservoir.server.core.config import ServerSettings
@@ -35,6 +36,8 @@ __all__ = [
     "UserAuth",
     "get_role",
     "get_session",
+    "role_of",
+    "token_problem",
 ]
 
 _bearer = HTTPBearer(auto_error=False, description="a user's or an agent's token")
@@ -76,18 +79,39 @@ def _unauthorized(detail: str) -> HTTPException:
     )
 
 
+NO_TOKEN = "a bearer token is required"
+BAD_TOKEN = "the token is not valid"
+
+
+def role_of(token: str, settings: ServerSettings) -> Role | None:
+    """Whose ``token`` is, or None."""
+    if security.matches(token, settings.user_digests):
+        return Role.USER
+    if security.matches(token, settings.agent_digests):
+        return Role.AGENT
+    return None
+
+
+def token_problem(headers: Headers, settings: ServerSettings) -> str | None:
+    """Why ``headers`` do not authenticate (the 401's detail), or None: what
+    :func:`get_role` checks, from the headers alone, so the app's boundary checks it
+    before a body is read (``reservoir.agent.http_boundary``)."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return NO_TOKEN
+    return BAD_TOKEN if role_of(token.strip(), settings) is None else None
+
+
 def get_role(
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Role:
     if credentials is None or not credentials.credentials.strip():
-        raise _unauthorized("a bearer token is required")
-    token = credentials.credentials.strip()
-    if security.matches(token, settings.user_digests):
-        return Role.USER
-    if security.matches(token, settings.agent_digests):
-        return Role.AGENT
-    raise _unauthorized("the token is not valid")
+        raise _unauthorized(NO_TOKEN)
+    role = role_of(credentials.credentials.strip(), settings)
+    if role is None:
+        raise _unauthorized(BAD_TOKEN)
+    return role
 
 
 RoleDep = Annotated[Role, Depends(get_role)]

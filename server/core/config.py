@@ -11,6 +11,8 @@ Environment variables are prefixed ``RESERVOIR_SERVER_`` (lists as JSON)::
     RESERVOIR_SERVER_SCHEDULER=agents                # or off: transfers are only recorded
     RESERVOIR_SERVER_DATA_DIR=/var/lib/reservoir     # campaign runs go to DATA_DIR/campaigns
     RESERVOIR_SERVER_CAMPAIGN_COMMAND='["reservoir", "campaign", "run"]'
+    RESERVOIR_SERVER_MAX_BODY_BYTES=1048576          # a larger request body is 413, unread
+    RESERVOIR_SERVER_MAX_UPLOAD_BYTES=134217728      # the same for a campaign's results
 
 ``--config FILE`` reads the same keys from its ``[server]`` table. A file should
 hold token digests (``reservoir server --hash-token`` prints one), not tokens. The file
@@ -53,6 +55,8 @@ from reservoir.server.core import security
 
 __all__ = [
     "DEFAULT_LISTEN",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_UPLOAD_BYTES",
     "ENV_PREFIX",
     "MIN_TOKEN_LENGTH",
     "ServerFile",
@@ -68,6 +72,8 @@ __all__ = [
 DEFAULT_LISTEN = "127.0.0.1:8470"
 ENV_PREFIX = "RESERVOIR_SERVER_"
 MIN_TOKEN_LENGTH = 24
+DEFAULT_MAX_BODY_BYTES = 1 << 20  # every JSON body of the API is far smaller
+DEFAULT_MAX_UPLOAD_BYTES = 128 << 20  # a long campaign's results.json is tens of MB
 
 
 class SettingsError(ValueError):
@@ -111,6 +117,18 @@ class _ServerFields(BaseModel):
         strict=False,  # a TOML string
         description="files of the coordinator (campaign runs in campaigns/ID); default: "
         "the SQLite database's folder, else $XDG_STATE_HOME/reservoir",
+    )
+    max_body_bytes: int = Field(
+        default=DEFAULT_MAX_BODY_BYTES,
+        ge=4096,
+        le=1 << 30,
+        description="largest request body; a larger one is answered 413 before it is read",
+    )
+    max_upload_bytes: int = Field(
+        default=DEFAULT_MAX_UPLOAD_BYTES,
+        ge=4096,
+        le=1 << 34,
+        description="largest body of POST /api/v1/campaigns/results (a run's results.json)",
     )
     campaign_command: list[str] = Field(
         default_factory=default_campaign_command,

@@ -11,11 +11,13 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
+from starlette.datastructures import Headers
 
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.copies import CopyManager
+from reservoir.agent.control.core.config import AgentSettings
 
-__all__ = ["AgentDep", "Authorized", "ManagerDep", "get_agent", "require_token"]
+__all__ = ["AgentDep", "Authorized", "ManagerDep", "get_agent", "require_token", "token_problem"]
 
 
 def get_agent(request: Request) -> Agent:
@@ -32,16 +34,23 @@ def _unauthorized(detail: str) -> HTTPException:
     )
 
 
-def require_token(request: Request, agent: AgentDep) -> None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+def token_problem(headers: Headers, settings: AgentSettings) -> str | None:
+    """Why ``headers`` do not authenticate (the 401's detail), or None. The app's
+    boundary asks this before a body is read (``reservoir.agent.http_boundary``)."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise _unauthorized("a bearer token is required")
+        return "a bearer token is required"
     given = token.strip().encode()
     ok = False
-    for wanted in agent.settings.tokens:
+    for wanted in settings.tokens:
         ok |= hmac.compare_digest(given, wanted.get_secret_value().encode())
-    if not ok:
-        raise _unauthorized("the token is not valid")
+    return None if ok else "the token is not valid"
+
+
+def require_token(request: Request, agent: AgentDep) -> None:
+    problem = token_problem(request.headers, agent.settings)
+    if problem is not None:
+        raise _unauthorized(problem)
 
 
 Authorized = Depends(require_token)

@@ -10,6 +10,7 @@
     target_config = "target.toml"                   # optional builtin iSCSI target
     target_mptcp = false                            # the target listens with MPTCP sockets
     max_running = 4
+    max_body_bytes = 1048576                        # a larger request body is 413, unread
     tls_cert = "agent.crt"                          # optional: HTTPS (both or neither)
     tls_key = "agent.key"
 
@@ -69,6 +70,8 @@ class AgentSettings(BaseModel):
     state_dir: Path = Field(strict=False)
     target_config: Path | None = Field(default=None, strict=False)
     max_running: int = Field(default=4, ge=1, le=256)
+    # A request body larger than this is answered 413 before it is read.
+    max_body_bytes: int = Field(default=1 << 20, ge=4096, le=1 << 30)
     # How cwnd caps are applied: "bpf" (a sock_ops program, falling back to
     # "pacing-rate" where BPF is not possible), "pacing-rate" (SO_MAX_PACING_RATE), "off".
     cwnd_caps: Literal["bpf", "pacing-rate", "off"] = "bpf"

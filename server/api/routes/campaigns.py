@@ -18,12 +18,14 @@ from reservoir.server.campaign_models import (
 from reservoir.server.campaign_watch import CampaignWatcher
 from reservoir.server.services import campaigns
 
-__all__ = ["router"]
+__all__ = ["UPLOAD_PATHS", "router"]
 
 router = APIRouter(
     prefix="/campaigns", tags=["campaigns"], responses=AUTH_RESPONSES, dependencies=[UserAuth]
 )
 
+# what may carry a body up to ``max_upload_bytes`` (every other body: ``max_body_bytes``)
+UPLOAD_PATHS = ("/campaigns/results",)
 RunId = Annotated[str, Path(description="campaign run id", max_length=36)]
 # the report is inert: no scripts, nothing fetched, its plots inline
 REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"

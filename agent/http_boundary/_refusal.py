@@ -1,0 +1,13 @@
+"""The refusals of a request's body, raised from the ``receive`` the app reads the body
+with: HTTP errors, so the app's own error handling answers them (FastAPI re-raises an
+HTTP error met while it reads a body, where it would turn any other into a 400)."""
+
+from __future__ import annotations
+
+from fastapi import HTTPException
+
+__all__ = ["RefusedError"]
+
+
+class RefusedError(HTTPException):
+    """The request is answered ``status_code`` with ``detail``; its body is not read on."""
