@@ -39,6 +39,7 @@ from reservoir.lab.campaign._results import (
 )
 from reservoir.server import ServerSettings, create_app, db
 from reservoir.server.campaign_upload import add_upload_parser
+from reservoir.server.core.config import DEFAULT_MAX_BODY_BYTES
 from reservoir.server.tables import CampaignRun as RunRow
 from reservoir.server.tables import new_id, utcnow
 
@@ -109,14 +110,16 @@ FAKE_RUNNER = textwrap.dedent(
 )
 
 
-def sample_results() -> CampaignRun:
-    """Two scenarios of one repetition: iperf3 and reservoir over 2 x 500 Mbit/s."""
-    ticks = [float(t) for t in range(1, 11)]
+def sample_results(seconds: int = 10, streams: int = 4) -> CampaignRun:
+    """Two scenarios of one repetition: iperf3 and reservoir over 2 x 500 Mbit/s, with
+    ``streams`` streams sampled every second for ``seconds``."""
+    ticks = [float(t) for t in range(1, seconds + 1)]
 
     def run(sc: Scenario, goodput: float, jain: float | None) -> Run:
-        streams = [
-            Stream(f"s{k}", "l1" if k % 2 else "l2", [Sample(t, goodput / 4) for t in ticks])
-            for k in range(4)
+        per_stream = goodput / streams
+        samples = [
+            Stream(f"s{k}", "l1" if k % 2 else "l2", [Sample(t, per_stream) for t in ticks])
+            for k in range(streams)
         ]
         return Run(
             scenario=sc,
@@ -127,7 +130,7 @@ def sample_results() -> CampaignRun:
             goodput_bps=goodput,
             cpu_seconds=3.0,
             intervals=[Interval(t, goodput) for t in ticks],
-            streams=streams,
+            streams=samples,
             jain=jain,
         )
 
@@ -631,6 +634,40 @@ def test_upload_reports_a_refused_token(settings: Settings, tmp_path: Path, temp
         assert ok(c.get("/campaigns")) == []
     assert (code, out) == (1, "")
     assert err == "reservoir campaign upload: HTTP 401 Unauthorized: the token is not valid\n"
+
+
+def test_upload_of_a_long_run_passes_the_limit_of_other_bodies(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Ten minutes of 16 streams a second: several MB, over ``max_body_bytes``."""
+    path = tmp_path / "results.json"
+    sample_results(seconds=600, streams=16).save(path)
+    assert path.stat().st_size > 4 * DEFAULT_MAX_BODY_BYTES
+    token = tmp_path / "token"
+    token.write_text(USER + "\n")
+    with coordinator(settings()) as c:
+        code, _, err = upload(
+            [str(path), "--coordinator", coordinator_url(c), "--token-file", str(token)]
+        )
+        [run] = ok(c.get("/campaigns"))
+        stored = ok(c.get(f"/campaigns/{run['id']}/results"))
+    assert (code, err) == (0, ""), err
+    assert len(stored["runs"][1]["streams"][15]["samples"]) == 600
+
+
+def test_upload_over_max_upload_bytes_is_refused_naming_the_setting(
+    settings: Settings, tmp_path: Path, template: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text(USER + "\n")
+    small = settings().model_copy(update={"max_upload_bytes": 4096})
+    with coordinator(small) as c:
+        url = coordinator_url(c)
+        code, out, err = upload([str(template), "--coordinator", url, "--token-file", str(token)])
+        assert ok(c.get("/campaigns")) == []
+    assert (code, out) == (1, "")
+    assert err.startswith("reservoir campaign upload: HTTP 413 ")  # the reason: h11's words
+    assert err.endswith("larger than 4096 bytes (the setting max_upload_bytes)\n")
 
 
 # ---------------------------------------------------------------- settings
