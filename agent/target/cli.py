@@ -3,18 +3,22 @@
 Quick target::
 
     reservoir target serve --portal 127.0.0.1:3260 --iqn iqn.2026-11.org.reservoir:t1 \\
-        --lun /srv/disk.img [--chap USER:SECRET] [--mutual-chap USER:SECRET] [--allow IQN]
+        --lun /srv/disk.img --allow IQN | --chap USER --chap-secret-file PATH | --open
+
+A target admits no one unless told who: ``--allow`` (initiator names), ``--chap``
+(``USER:SECRET``, or ``USER`` with ``--chap-secret-file``/``--chap-secret-env``),
+or ``--open`` for every initiator without CHAP (logged as a warning).
 
 Configured target: ``reservoir target serve --config target.toml``; the file is
-edited with ``reservoir target add|remove|lun|acl|chap|portal --config FILE``
-and saved atomically.
+edited with ``reservoir target add|remove|lun|acl|chap|open|portal --config FILE``,
+which keeps its comments and layout, refuses to rewrite a file it cannot fully
+read, and saves atomically.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import logging
 import signal
@@ -24,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from reservoir.agent.target import config as cfg
+from reservoir.agent.target.chap_secrets import chap_from
+from reservoir.agent.target.config_document import ConfigDocument
 
 log = logging.getLogger("reservoir.target")
 
@@ -37,6 +43,42 @@ def register(sub: Sub) -> None:
     _register_edit(tsub)
 
 
+def _add_chap_arguments(p: argparse.ArgumentParser, *aliases: str) -> None:
+    """--chap and --mutual-chap with their secret sources (``aliases``: older names)."""
+    for option, alias, what in (
+        ("--chap", aliases[:1], "the initiator must log in with"),
+        ("--mutual-chap", aliases[1:], "the target answers mutual CHAP with"),
+    ):
+        dest = option.removeprefix("--").replace("-", "_")
+        p.add_argument(
+            option,
+            *alias,
+            dest=dest,
+            metavar="USER[:SECRET]",
+            help=f"CHAP user (and secret) {what}",
+        )
+        p.add_argument(
+            f"{option}-secret-file",
+            metavar="PATH",
+            help=f"read the {option} secret from PATH (mode 0600; not on the command line)",
+        )
+        p.add_argument(
+            f"{option}-secret-env",
+            metavar="NAME",
+            help=f"read the {option} secret from environment variable NAME",
+        )
+
+
+def _chap_option(args: argparse.Namespace, name: str) -> cfg.Chap | None:
+    value: str | None = getattr(args, name)
+    if value is None:
+        return None
+    option = "--" + name.replace("_", "-")
+    return chap_from(
+        value, getattr(args, f"{name}_secret_file"), getattr(args, f"{name}_secret_env"), option
+    )
+
+
 # ---------------------------------------------------------------- serve
 
 
@@ -46,10 +88,14 @@ def _register_serve(tsub: Sub) -> None:
     p.add_argument("--portal", action="append", default=[], help="HOST:PORT (repeatable)")
     p.add_argument("--iqn", help="target name for a quick target")
     p.add_argument("--lun", action="append", default=[], help="backing file or device (repeatable)")
-    p.add_argument("--chap", help="USER:SECRET the initiator must log in with")
-    p.add_argument("--mutual-chap", help="USER:SECRET the target answers mutual CHAP with")
+    _add_chap_arguments(p)
     p.add_argument(
         "--allow", action="append", default=[], help="initiator IQN allowed (repeatable)"
+    )
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="admit every initiator, without ACL or CHAP (logged as a warning)",
     )
     p.add_argument("--read-only", action="store_true", help="export the LUNs read-only")
     p.add_argument(
@@ -75,23 +121,41 @@ def quick_config(args: argparse.Namespace) -> cfg.TargetConfig:
             for i, p in enumerate(args.lun)
         ],
         allow=list(args.allow),
-        chap=cfg.parse_chap(args.chap, "--chap") if args.chap else None,
-        mutual_chap=cfg.parse_chap(args.mutual_chap, "--mutual-chap") if args.mutual_chap else None,
+        chap=_chap_option(args, "chap"),
+        mutual_chap=_chap_option(args, "mutual_chap"),
+        open=args.open,
     )
-    portals = [cfg.parse_portal(p) for p in args.portal] or [("0.0.0.0", cfg.DEFAULT_PORT)]
+    if not (target.open or target.allow or target.chap):
+        raise cfg.ConfigError(
+            f"target {args.iqn} would admit no one: give --allow IQN, --chap USER "
+            "(with --chap-secret-file or --chap-secret-env), or --open to admit every "
+            "initiator without CHAP"
+        )
+    portals = [cfg.parse_portal(p) for p in args.portal]
+    if not portals:
+        portals = [("0.0.0.0", cfg.DEFAULT_PORT)]
+        log.warning("no --portal: listening on %s", cfg.describe_portal(*portals[0]))
     config = cfg.TargetConfig(portals=portals, targets=[target])
     cfg.validate(config)
+    cfg.check_servable(config)
+    return config
+
+
+def file_config(args: argparse.Namespace) -> cfg.TargetConfig:
+    """The --config file, its portals replaced by --portal if given, checked to be served."""
+    config = cfg.load_for_editing(args.config)
+    if args.portal:
+        config.portals = [cfg.parse_portal(p) for p in args.portal]
+    try:
+        cfg.check_servable(config)
+    except cfg.ConfigError as exc:
+        raise cfg.ConfigError(f"{args.config}: {exc}") from None
     return config
 
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        if args.config:
-            config = cfg.load(args.config)
-            if args.portal:
-                config.portals = [cfg.parse_portal(p) for p in args.portal]
-        else:
-            config = quick_config(args)
+        config = file_config(args) if args.config else quick_config(args)
     except cfg.ConfigError as exc:
         print(f"reservoir target serve: {exc}", file=sys.stderr)
         return 2
@@ -131,7 +195,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"ready: {', '.join(cfg.format_portal(h, p) for h, p in config.portals)}", flush=True)
+    print(f"ready: {', '.join(cfg.describe_portal(h, p) for h, p in config.portals)}", flush=True)
     await stop.wait()
     log.info("stopping")
     await server.stop()
@@ -149,11 +213,11 @@ def _tune_gc() -> None:
 
 # ---------------------------------------------------------------- config editing
 
+Edit = Callable[[ConfigDocument, argparse.Namespace], str]
+
 
 def _register_edit(tsub: Sub) -> None:
-    def cmd(
-        name: str, help_: str, func: Callable[[cfg.TargetConfig, argparse.Namespace], str]
-    ) -> argparse.ArgumentParser:
+    def cmd(name: str, help_: str, func: Edit) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = tsub.add_parser(name, help=help_)
         p.add_argument(
             "--config", required=True, help="TOML configuration file (created if absent)"
@@ -165,6 +229,7 @@ def _register_edit(tsub: Sub) -> None:
     p = cmd("add", "add a target", _add_target)
     p.add_argument("iqn")
     p.add_argument("--alias")
+    p.add_argument("--open", action="store_true", help="admit every initiator, without ACL or CHAP")
     p = cmd("remove", "remove a target", _remove_target)
     p.add_argument("iqn")
     p = cmd("lun", "add or remove a LUN", _lun)
@@ -181,24 +246,21 @@ def _register_edit(tsub: Sub) -> None:
     p = cmd("chap", "set or clear CHAP secrets", _chap)
     p.add_argument("op", choices=["set", "clear"])
     p.add_argument("iqn")
-    p.add_argument("--user-secret", help="USER:SECRET the initiator logs in with")
-    p.add_argument("--mutual", help="USER:SECRET for mutual CHAP")
+    _add_chap_arguments(p, "--user-secret", "--mutual")
+    p = cmd("open", "admit every initiator without ACL or CHAP (set), or stop (clear)", _open)
+    p.add_argument("op", choices=["set", "clear"])
+    p.add_argument("iqn")
     p = cmd("portal", "add or remove a portal", _portal)
     p.add_argument("op", choices=["add", "remove"])
     p.add_argument("portal")
 
 
-def _edit(
-    args: argparse.Namespace, func: Callable[[cfg.TargetConfig, argparse.Namespace], str]
-) -> int:
-    path = Path(args.config)
+def _edit(args: argparse.Namespace, func: Edit) -> int:
     try:
-        config = cfg.load(path) if path.exists() else cfg.TargetConfig()
-        message = func(config, args)
+        document = ConfigDocument.read(args.config)
+        message = func(document, args)
         if func is not _show:
-            if not config.portals:  # a file being built: default to all addresses
-                config.portals = [("0.0.0.0", cfg.DEFAULT_PORT)]
-            cfg.save(config, path)
+            document.save()
     except cfg.ConfigError as exc:
         print(f"reservoir target: {exc}", file=sys.stderr)
         return 2
@@ -206,37 +268,60 @@ def _edit(
     return 0
 
 
-def _show(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
-    lines = [f"portals: {', '.join(cfg.format_portal(h, p) for h, p in config.portals)}"]
+def _show(document: ConfigDocument, args: argparse.Namespace) -> str:
+    config = document.config
+    portals = ", ".join(cfg.describe_portal(h, p) for h, p in config.portals)
+    lines = [f"portals: {portals or 'none'}"]
     for t in config.targets:
         lines.append(f"target {t.iqn}" + (f" ({t.alias})" if t.alias else ""))
         for lun in t.luns:
             lines.append(f"  lun {lun.id}: {lun.path}{' (read-only)' if lun.read_only else ''}")
-        lines.append(f"  allow: {', '.join(t.allow) or 'everyone'}")
+        if t.open:
+            lines.append("  open: every initiator, without ACL or CHAP")
+        else:
+            lines.append(f"  allow: {', '.join(t.allow) or 'any initiator name'}")
         lines.append(f"  chap: {t.chap.user + ':***' if t.chap else 'none'}")
         lines.append(f"  mutual chap: {t.mutual_chap.user + ':***' if t.mutual_chap else 'none'}")
+        if not (t.open or t.allow or t.chap):
+            lines.append("  admits no one yet: add an ACL, CHAP, or open it")
     return "\n".join(lines)
 
 
-def _add_target(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
+def _add_target(document: ConfigDocument, args: argparse.Namespace) -> str:
+    config = document.config
     if config.target(args.iqn):
         raise cfg.ConfigError(f"target {args.iqn!r} exists already")
-    config.targets.append(cfg.Target(iqn=args.iqn, alias=args.alias))
-    return f"added target {args.iqn}"
+    document.add_target(cfg.Target(iqn=args.iqn, alias=args.alias, open=args.open))
+    lines = [f"added target {args.iqn}"]
+    if args.open:
+        lines.append("it is open: every initiator may log in, without ACL or CHAP")
+    else:
+        lines.append(
+            "it admits no one until it has an ACL (target acl add), CHAP (target chap set) "
+            "or is opened to every initiator (target open set, or target add --open)"
+        )
+    if not config.portals:
+        lines.append(
+            f"{args.config} has no portal yet: add one with `reservoir target portal "
+            f"--config {args.config} add HOST[:PORT]`; "
+            f"{cfg.describe_portal('0.0.0.0', cfg.DEFAULT_PORT)} would serve them all"
+        )
+    return "\n".join(lines)
 
 
-def _remove_target(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
-    config.targets.remove(config.require_target(args.iqn))
+def _remove_target(document: ConfigDocument, args: argparse.Namespace) -> str:
+    document.config.require_target(args.iqn)
+    document.remove_target(args.iqn)
     return f"removed target {args.iqn}"
 
 
-def _lun(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
-    target = config.require_target(args.iqn)
+def _lun(document: ConfigDocument, args: argparse.Namespace) -> str:
+    target = document.config.require_target(args.iqn)
     if args.op == "remove":
         lun = target.lun(_int(args.path_or_id, "LUN id"))
         if lun is None:
             raise cfg.ConfigError(f"target {args.iqn!r} has no LUN {args.path_or_id}")
-        target.luns.remove(lun)
+        document.remove_lun(args.iqn, lun.id)
         return f"removed LUN {lun.id} from {args.iqn}"
     path = Path(args.path_or_id)
     if not path.exists():
@@ -244,7 +329,7 @@ def _lun(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
     lun_id = args.id if args.id is not None else _next_lun(target)
     if target.lun(lun_id):
         raise cfg.ConfigError(f"target {args.iqn!r} has a LUN {lun_id} already")
-    target.luns.append(cfg.Lun(lun_id, str(path.resolve()), args.read_only, args.direct))
+    document.add_lun(args.iqn, cfg.Lun(lun_id, str(path.resolve()), args.read_only, args.direct))
     return f"added LUN {lun_id} ({path}) to {args.iqn}"
 
 
@@ -259,38 +344,53 @@ def _next_lun(target: cfg.Target) -> int:
     return next(i for i in range(16384) if i not in used)
 
 
-def _acl(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
-    target = config.require_target(args.iqn)
+def _acl(document: ConfigDocument, args: argparse.Namespace) -> str:
+    target = document.config.require_target(args.iqn)
     if args.op == "add":
         if args.initiator not in target.allow:
-            target.allow.append(args.initiator)
+            document.allow(args.iqn, args.initiator)
         return f"{args.initiator} may log in to {args.iqn}"
     if args.initiator not in target.allow:
         raise cfg.ConfigError(f"{args.initiator} is not in the ACL of {args.iqn}")
-    target.allow.remove(args.initiator)
+    document.disallow(args.iqn, args.initiator)
     return f"{args.initiator} removed from the ACL of {args.iqn}"
 
 
-def _chap(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
-    target = config.require_target(args.iqn)
+def _chap(document: ConfigDocument, args: argparse.Namespace) -> str:
+    document.config.require_target(args.iqn)
     if args.op == "clear":
-        target.chap = target.mutual_chap = None
+        document.clear(args.iqn, ("chap", "mutual_chap"))
         return f"CHAP cleared on {args.iqn}"
-    if not args.user_secret:
-        raise cfg.ConfigError("chap set needs --user-secret USER:SECRET")
-    target.chap = cfg.parse_chap(args.user_secret, "--user-secret")
-    if args.mutual:
-        target.mutual_chap = cfg.parse_chap(args.mutual, "--mutual")
-    return f"CHAP set on {args.iqn} (user {target.chap.user})"
+    chap = _chap_option(args, "chap")
+    if chap is None:
+        raise cfg.ConfigError(
+            "chap set needs --chap USER:SECRET, or --chap USER with --chap-secret-file PATH "
+            "or --chap-secret-env NAME"
+        )
+    document.set_chap(args.iqn, "chap", chap)
+    mutual = _chap_option(args, "mutual_chap")
+    if mutual is not None:
+        document.set_chap(args.iqn, "mutual_chap", mutual)
+    return f"CHAP set on {args.iqn} (user {chap.user})"
 
 
-def _portal(config: cfg.TargetConfig, args: argparse.Namespace) -> str:
+def _open(document: ConfigDocument, args: argparse.Namespace) -> str:
+    document.config.require_target(args.iqn)
+    if args.op == "clear":
+        document.clear(args.iqn, ("open",))
+        return f"{args.iqn} is no longer open to every initiator"
+    document.set_open(args.iqn)
+    return f"{args.iqn} is open: every initiator may log in, without ACL or CHAP"
+
+
+def _portal(document: ConfigDocument, args: argparse.Namespace) -> str:
     portal = cfg.parse_portal(args.portal)
+    portals = document.config.portals
     if args.op == "add":
-        if portal not in config.portals:
-            config.portals.append(portal)
-        return f"portal {cfg.format_portal(*portal)} added"
-    with contextlib.suppress(ValueError):
-        config.portals.remove(portal)
-        return f"portal {cfg.format_portal(*portal)} removed"
-    raise cfg.ConfigError(f"no portal {args.portal}")
+        if portal not in portals:
+            document.add_portal(portal)
+        return f"portal {cfg.describe_portal(*portal)} added"
+    if portal not in portals:
+        raise cfg.ConfigError(f"no portal {args.portal}")
+    document.remove_portal(portal)
+    return f"portal {cfg.format_portal(*portal)} removed"

@@ -1,20 +1,31 @@
-"""Target configuration: portals, targets, LUNs, ACLs and CHAP secrets.
+"""Target configuration: portals, targets, LUNs, who may log in, CHAP secrets.
 
 Stored as TOML::
 
     [server]
-    portals = ["127.0.0.1:3260"]
+    portals = ["127.0.0.1:3260"]      # 0.0.0.0:3260 would serve every IPv4 address
+    login_timeout = 15.0              # seconds a connection may take to log in
+    max_pending_logins = 64           # connections still in login, in total
+    max_pending_logins_per_address = 8
 
     [[target]]
     iqn = "iqn.2026-11.org.reservoir:vol1"
-    allow = ["iqn.1994-05.com.example:host1"]     # empty or absent: everyone
+    allow = ["iqn.1994-05.com.example:host1"]     # initiators that may log in
     chap = { user = "host1", secret = "0123456789ab" }
     mutual_chap = { user = "vol1", secret = "ba9876543210" }
+    # open = true                     # instead of allow/chap: every initiator, no CHAP
 
     [[target.lun]]
     id = 0
     path = "/srv/vol1.img"
     read_only = false
+
+The file is checked against a declared schema (``config_schema``): an unknown key
+or a wrong type is refused, naming the key path. A target admits no one unless it
+says who: an ``allow`` list, ``chap``, or ``open = true`` (logged as a warning when
+it starts). One volume is exported read-write once at most, whatever the spelling
+of its path. :func:`load` reads a file to serve it; :func:`load_for_editing`
+accepts a file still being built (no portal, no target, a target admitting no one).
 
 Saving is atomic (temp file with mode 0600 in the same folder, fsync, rename)
 because the file holds secrets and must never be seen half written.
@@ -30,11 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli_w
+import tomlkit
 
 from reservoir.agent.iscsi.chap import ChapError, check_name, check_secret
+from reservoir.agent.storage import volume_identity
+from reservoir.agent.target import config_schema as schema
 
 DEFAULT_PORT = 3260
+DEFAULT_LOGIN_TIMEOUT = 15.0
+DEFAULT_MAX_PENDING_LOGINS = 64
+DEFAULT_MAX_PENDING_LOGINS_PER_ADDRESS = 8
 _IQN = re.compile(r"^(iqn\.\d{4}-\d{2}\.[^\s]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})$")
 
 
@@ -69,12 +85,16 @@ class Lun:
 
 @dataclass
 class Target:
+    """A target; it admits the initiators of ``allow``, those that pass ``chap``, or,
+    with ``open``, every initiator."""
+
     iqn: str
     alias: str | None = None
     luns: list[Lun] = field(default_factory=list)
     allow: list[str] = field(default_factory=list)
     chap: Chap | None = None
     mutual_chap: Chap | None = None
+    open: bool = False
 
     def lun(self, lun_id: int) -> Lun | None:
         return next((lun for lun in self.luns if lun.id == lun_id), None)
@@ -83,13 +103,16 @@ class Target:
         out: dict[str, Any] = {"iqn": self.iqn}
         if self.alias:
             out["alias"] = self.alias
+        if self.open:
+            out["open"] = True
         if self.allow:
             out["allow"] = list(self.allow)
         if self.chap:
             out["chap"] = self.chap.to_toml()
         if self.mutual_chap:
             out["mutual_chap"] = self.mutual_chap.to_toml()
-        out["lun"] = [lun.to_toml() for lun in self.luns]
+        if self.luns:
+            out["lun"] = [lun.to_toml() for lun in self.luns]
         return out
 
 
@@ -97,6 +120,9 @@ class Target:
 class TargetConfig:
     portals: list[tuple[str, int]] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
+    login_timeout: float = DEFAULT_LOGIN_TIMEOUT
+    max_pending_logins: int = DEFAULT_MAX_PENDING_LOGINS
+    max_pending_logins_per_address: int = DEFAULT_MAX_PENDING_LOGINS_PER_ADDRESS
 
     def target(self, iqn: str) -> Target | None:
         return next((t for t in self.targets if t.iqn == iqn), None)
@@ -108,8 +134,19 @@ class TargetConfig:
         return target
 
     def to_toml(self) -> dict[str, Any]:
-        portals = [format_portal(host, port) for host, port in self.portals]
-        return {"server": {"portals": portals}, "target": [t.to_toml() for t in self.targets]}
+        server = {
+            "portals": [format_portal(host, port) for host, port in self.portals],
+            "login_timeout": float(self.login_timeout),
+            "max_pending_logins": self.max_pending_logins,
+            "max_pending_logins_per_address": self.max_pending_logins_per_address,
+        }
+        out: dict[str, Any] = {"server": server}
+        if self.targets:
+            out["target"] = [t.to_toml() for t in self.targets]
+        return out
+
+
+# ---------------------------------------------------------------- portals and CHAP
 
 
 def parse_portal(text: str) -> tuple[str, int]:
@@ -140,6 +177,16 @@ def format_portal(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def describe_portal(host: str, port: int) -> str:
+    """The portal, saying plainly when it is every address of the host."""
+    label = format_portal(host, port)
+    if host == "0.0.0.0":
+        return f"{label} (every IPv4 address of this host)"
+    if host == "::":
+        return f"{label} (every IPv6 address of this host)"
+    return label
+
+
 def parse_chap(text: str, what: str = "chap") -> Chap:
     """``USER:SECRET`` -> Chap."""
     user, sep, secret = text.partition(":")
@@ -148,88 +195,194 @@ def parse_chap(text: str, what: str = "chap") -> Chap:
     return Chap(user, secret)
 
 
+def describe_access(target: Target) -> str:
+    """Who may log in to ``target``, in one line (never a secret)."""
+    if target.open:
+        return (
+            f"target {target.iqn} is open (open = true): every initiator may log in "
+            "and use its LUNs, without ACL or CHAP"
+        )
+    who = f"initiators {', '.join(target.allow)}" if target.allow else "any initiator name"
+    how = ""
+    if target.chap:
+        mutual = ", mutual" if target.mutual_chap else ""
+        how = f" that passes CHAP (user {target.chap.user}{mutual})"
+    return f"target {target.iqn} admits {who}{how}"
+
+
+# ---------------------------------------------------------------- validation
+
+
 def validate(config: TargetConfig) -> None:
-    """Refuse configurations the target cannot serve, naming the field."""
-    if not config.portals:
-        raise ConfigError("server.portals: at least one portal is needed")
+    """Refuse configurations that are wrong whatever they are for, naming the field:
+    the schema's types and ranges, names, CHAP secrets, duplicates."""
+    try:
+        schema.check(config.to_toml())
+    except schema.SchemaError as exc:
+        raise ConfigError(str(exc)) from None
     seen: set[str] = set()
-    for target in config.targets:
-        _validate_target(target, seen)
+    for index, target in enumerate(config.targets):
+        _validate_target(f"target[{index}]", target, seen)
+    _refuse_shared_read_write(config)
 
 
-def _validate_target(target: Target, seen: set[str]) -> None:
+def _validate_target(where: str, target: Target, seen: set[str]) -> None:
     if not _IQN.match(target.iqn):
-        raise ConfigError(f"target {target.iqn!r}: not an iqn./eui./naa. name")
+        raise ConfigError(f"{where}: target {target.iqn!r}: not an iqn./eui./naa. name")
     if target.iqn in seen:
-        raise ConfigError(f"target {target.iqn!r}: defined twice")
+        raise ConfigError(f"{where}: target {target.iqn!r}: defined twice")
     seen.add(target.iqn)
     ids = [lun.id for lun in target.luns]
     if len(set(ids)) != len(ids):
-        raise ConfigError(f"target {target.iqn!r}: duplicate LUN ids {sorted(ids)}")
+        raise ConfigError(f"{where}: target {target.iqn!r}: duplicate LUN ids {sorted(ids)}")
     for lun in target.luns:
         if not 0 <= lun.id < 16384:
-            raise ConfigError(f"target {target.iqn!r} lun {lun.id}: id must be 0..16383")
+            raise ConfigError(f"{where}: target {target.iqn!r} lun {lun.id}: id must be 0..16383")
     if target.mutual_chap and not target.chap:
-        raise ConfigError(f"target {target.iqn!r}: mutual_chap needs chap as well")
+        raise ConfigError(f"{where}: target {target.iqn!r}: mutual_chap needs chap as well")
+    if target.open and (target.allow or target.chap):
+        raise ConfigError(
+            f"{where}.open: target {target.iqn!r} is open to every initiator and yet has "
+            "an allow list or CHAP; remove open = true, or the allow list and CHAP"
+        )
     for what, chap in (("chap", target.chap), ("mutual_chap", target.mutual_chap)):
         if chap is not None:
             try:
                 check_name(chap.user)
                 check_secret(chap.secret)
             except ChapError as exc:
-                raise ConfigError(f"target {target.iqn!r} {what}: {exc}") from exc
+                raise ConfigError(f"{where}.{what}: target {target.iqn!r} {what}: {exc}") from exc
+
+
+def _refuse_shared_read_write(config: TargetConfig) -> None:
+    """One volume exported read-write by two LUNs would have two writers that know
+    nothing of each other; the volume is known by what its path reaches."""
+    writers: dict[object, tuple[str, Lun]] = {}
+    for target in config.targets:
+        for lun in target.luns:
+            if lun.read_only:
+                continue
+            key = _volume_key(lun.path)
+            if key in writers:
+                iqn, first = writers[key]
+                raise ConfigError(
+                    f"target {target.iqn!r} lun {lun.id} ({lun.path}) is the volume that "
+                    f"target {iqn!r} lun {first.id} ({first.path}) exports read-write; "
+                    "a volume may be exported read-write once (add read_only = true)"
+                )
+            writers[key] = (target.iqn, lun)
+
+
+def _volume_key(path: str) -> object:
+    try:
+        return volume_identity(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+
+
+def check_servable(config: TargetConfig) -> None:
+    """Refuse what may be saved while a file is being built but cannot be served:
+    no portal, no target, a target that says nothing of who may log in."""
+    if not config.portals:
+        raise ConfigError(
+            "server.portals: no portal to listen on; add one "
+            "(0.0.0.0:3260 would serve every IPv4 address of this host)"
+        )
+    if not config.targets:
+        raise ConfigError("no target to serve: add a [[target]] table (reservoir target add)")
+    for index, target in enumerate(config.targets):
+        if not (target.open or target.allow or target.chap):
+            raise ConfigError(
+                f"target[{index}]: target {target.iqn!r} says nothing of who may log in: "
+                "add an allow list of initiators, chap, or open = true to admit every "
+                "initiator without CHAP"
+            )
+
+
+# ---------------------------------------------------------------- reading and writing
 
 
 def from_toml(data: dict[str, Any]) -> TargetConfig:
+    """A parsed file -> TargetConfig, checked against the schema and :func:`validate`."""
     try:
-        server = data.get("server", {})
-        portals = [parse_portal(str(p)) for p in server.get("portals", [])]
-        targets = [_target_from(t) for t in data.get("target", [])]
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"malformed configuration: {exc!r}") from exc
-    config = TargetConfig(portals=portals, targets=targets)
+        tables = schema.check(data)
+    except schema.SchemaError as exc:
+        raise ConfigError(_problems(exc.problems)) from None
+    config = TargetConfig(
+        portals=[_portal_at(i, text) for i, text in enumerate(tables.server.portals)],
+        targets=[_target_from(t) for t in tables.target],
+        login_timeout=tables.server.login_timeout,
+        max_pending_logins=tables.server.max_pending_logins,
+        max_pending_logins_per_address=tables.server.max_pending_logins_per_address,
+    )
     validate(config)
     return config
 
 
-def _target_from(raw: dict[str, Any]) -> Target:
-    chap = raw.get("chap")
-    mutual = raw.get("mutual_chap")
+def _problems(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems:\n  " + "\n  ".join(problems)
+
+
+def _portal_at(index: int, text: str) -> tuple[str, int]:
+    try:
+        return parse_portal(text)
+    except ConfigError as exc:
+        raise ConfigError(f"server.portals[{index}]: {exc}") from None
+
+
+def _target_from(raw: schema.TargetTable) -> Target:
     return Target(
-        iqn=str(raw["iqn"]),
-        alias=raw.get("alias"),
-        luns=[_lun_from(x) for x in raw.get("lun", [])],
-        allow=[str(a) for a in raw.get("allow", [])],
-        chap=Chap(str(chap["user"]), str(chap["secret"])) if chap else None,
-        mutual_chap=Chap(str(mutual["user"]), str(mutual["secret"])) if mutual else None,
+        iqn=raw.iqn,
+        alias=raw.alias,
+        luns=[Lun(x.id, x.path, x.read_only, x.direct) for x in raw.lun],
+        allow=list(raw.allow),
+        chap=Chap(raw.chap.user, raw.chap.secret) if raw.chap else None,
+        mutual_chap=Chap(raw.mutual_chap.user, raw.mutual_chap.secret) if raw.mutual_chap else None,
+        open=raw.open,
     )
 
 
-def _lun_from(raw: dict[str, Any]) -> Lun:
-    return Lun(
-        int(raw["id"]),
-        str(raw["path"]),
-        bool(raw.get("read_only", False)),
-        bool(raw.get("direct", False)),
-    )
+def read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such configuration file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def load_for_editing(path: str | Path) -> TargetConfig:
+    """The file, checked as a file being built may be (see :func:`check_servable`)."""
+    data = read_toml(path)
+    try:
+        return from_toml(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def load(path: str | Path) -> TargetConfig:
+    """The file, checked to be served: nothing is served from a file refused here."""
+    config = load_for_editing(path)
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: no such configuration file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return from_toml(data)
+        check_servable(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return config
 
 
 def save(config: TargetConfig, path: str | Path) -> None:
     """Write atomically: temp file (0600) beside ``path``, fsync, rename, fsync folder."""
     validate(config)
-    path = Path(path)
-    payload = tomli_w.dumps(config.to_toml()).encode()
+    write_private(Path(path), tomlkit.dumps(config.to_toml()).encode())
+
+
+def write_private(path: Path, payload: bytes) -> None:
+    """``payload`` as ``path``, mode 0600, never seen half written."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o600)

@@ -19,7 +19,15 @@ from reservoir.agent.buffers import BufferPool
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolicy
 from reservoir.agent.iscsi.negotiation import TargetLimits
-from reservoir.agent.target.config import Chap, Target, TargetConfig, format_portal
+from reservoir.agent.target.config import (
+    Chap,
+    Target,
+    TargetConfig,
+    check_servable,
+    describe_access,
+    describe_portal,
+    format_portal,
+)
 from reservoir.agent.target.connection import Connection
 from reservoir.agent.target.login_guard import LoginGuard
 from reservoir.agent.target.session import Session
@@ -110,8 +118,12 @@ class TargetServer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Opens the LUNs and listens; a configuration that admits no one, or has
+        nothing to serve, is refused (ConfigError) before anything is opened."""
+        check_servable(self.config)
         for target in self.config.targets:
             self.luns[target.iqn] = await self._open_luns(target)
+            log.log(logging.WARNING if target.open else logging.INFO, describe_access(target))
         loop = asyncio.get_running_loop()
         for portal in self.portals:
             factory = functools.partial(Connection, self, portal)
@@ -123,7 +135,8 @@ class TargetServer:
                     factory, portal.host, portal.port, reuse_address=True
                 )
             self._servers.append(server)
-            log.info("listening on %s%s", portal.label, " (MPTCP)" if self.mptcp else "")
+            where = describe_portal(portal.host, portal.port)
+            log.info("listening on %s%s", where, " (MPTCP)" if self.mptcp else "")
 
     async def _open_luns(self, target: Target) -> scsi.LunTable:
         units: dict[int, scsi.LogicalUnit] = {}
