@@ -131,7 +131,7 @@ class AgentProc:
             luns = [tcfg.Lun(0, str(self.data), direct=True)]
             conf = tcfg.TargetConfig(
                 portals=[(a, ISCSI_PORT) for a in self.portals or (self.addr,)],
-                targets=[tcfg.Target(iqn=self.iqn, luns=luns)],
+                targets=[tcfg.Target(iqn=self.iqn, luns=luns, open=True)],
             )
             tcfg.save(conf, target)
             lines.append(f'target_config = "{target}"')

@@ -69,6 +69,7 @@ class Target:
 
     def start(self) -> None:
         argv = [*reservoir_command(), "target", "serve", "--iqn", IQN, "--lun", str(self.lun)]
+        argv += ["--open"]  # the lab's own hosts only
         argv += [a for k in LINKS for a in ("--portal", self.net.portal(k))]
         argv += ["--mptcp"] if self.mptcp else []
         offset = self.log.stat().st_size if self.log.exists() else 0

@@ -220,7 +220,7 @@ def bench_reservoir(
 ) -> tuple[CopyRun, str]:
     lun = make_lun(work / "reservoir-lun.img", src.size)
     extra = ["--direct"] if direct else []
-    target = ReservoirTarget([lun], log_path=work / "target.log", extra=extra)
+    target = ReservoirTarget([lun], log_path=work / "target.log", extra=extra, open_access=True)
     with target:
         assert target.proc is not None
         run = run_copy(

@@ -54,7 +54,9 @@ def _targets(
     backing: Path, log_dir: Path
 ) -> dict[str, AbstractContextManager[ReservoirTarget | Tgtd]]:
     return {
-        "reservoir": ReservoirTarget([backing], portals=2, log_path=log_dir / "reservoir.log"),
+        "reservoir": ReservoirTarget(
+            [backing], portals=2, open_access=True, log_path=log_dir / "reservoir.log"
+        ),
         "tgt": Tgtd(backing, portals=2),
     }
 

@@ -73,13 +73,15 @@ def reservoir_command() -> list[str]:
 @dataclass
 class ReservoirTarget:
     """``reservoir target serve`` in a child process, listening on ``portals``
-    ports of ``host`` (one portal group); logs kept in ``log_path``."""
+    ports of ``host`` (one portal group); logs kept in ``log_path``. It admits whom
+    ``extra`` says (``--allow``, ``--chap``), or with ``open_access`` every initiator."""
 
     luns: Sequence[Path]
     iqn: str = "iqn.2026-11.org.reservoir:test"
     host: str = LOCALHOST
     portals: int = 1
     extra: Sequence[str] = ()
+    open_access: bool = False
     log_path: Path | None = None
     ports: list[int] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
@@ -97,6 +99,7 @@ class ReservoirTarget:
         cmd = [*reservoir_command(), "target", "serve"]
         cmd += [a for port in self.ports for a in ("--portal", f"{self.host}:{port}")]
         cmd += ["--iqn", self.iqn, *(a for p in self.luns for a in ("--lun", str(p)))]
+        cmd += ["--open"] if self.open_access else []
         cmd += list(self.extra)
         self._log = open(self.log_path, "ab") if self.log_path else None
         out = self._log or subprocess.DEVNULL

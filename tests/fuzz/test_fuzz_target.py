@@ -155,7 +155,7 @@ async def _scenario(lun: Path, chunks: list[bytes]) -> None:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _, ctx: errors.append(ctx))
     config = TargetConfig(
-        portals=[("127.0.0.1", 3260)], targets=[Target(IQN, luns=[Lun(0, str(lun))])]
+        portals=[("127.0.0.1", 3260)], targets=[Target(IQN, luns=[Lun(0, str(lun))], open=True)]
     )
     server = TargetServer(config, nop_interval=0)
     for target in config.targets:

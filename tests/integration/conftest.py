@@ -31,10 +31,12 @@ def lun_file(tmp_path: Path) -> Path:
 
 
 def _serve(
-    tmp_path: Path, luns: list[Path], extra: list[str], name: str
+    tmp_path: Path, luns: list[Path], extra: list[str], name: str, *, open_access: bool = False
 ) -> Iterator[ReservoirTarget]:
     log = tmp_path / f"{name}.log"
-    with ReservoirTarget(luns, iqn=IQN, log_path=log, extra=extra) as target:
+    with ReservoirTarget(
+        luns, iqn=IQN, log_path=log, extra=extra, open_access=open_access
+    ) as target:
         yield target
         alive = target.alive()
     if not alive:
@@ -44,7 +46,7 @@ def _serve(
 @pytest.fixture
 def target(tmp_path: Path, lun_file: Path) -> Iterator[ReservoirTarget]:
     """Our target with one 64 MiB file LUN, open to every initiator."""
-    yield from _serve(tmp_path, [lun_file], ["--nop-interval", "0"], "target")
+    yield from _serve(tmp_path, [lun_file], ["--nop-interval", "0"], "target", open_access=True)
 
 
 @pytest.fixture

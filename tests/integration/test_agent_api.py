@@ -174,7 +174,9 @@ def test_no_cors_headers(api: str) -> None:
 def remote(tmp_path: Path) -> Iterator[tuple[ReservoirTarget, Path]]:
     lun = blank(tmp_path / "lun0.img", 128 * MiB)
     log = tmp_path / "target.log"
-    with ReservoirTarget([lun], log_path=log, extra=["--nop-interval", "0"]) as target:
+    with ReservoirTarget(
+        [lun], log_path=log, extra=["--nop-interval", "0"], open_access=True
+    ) as target:
         yield target, lun
         alive = target.alive()
     assert alive, log.read_text()[-4000:]
@@ -305,7 +307,7 @@ def builtin(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     port = free_port()
     config = tcfg.TargetConfig(
         portals=[("127.0.0.1", port)],
-        targets=[tcfg.Target(iqn=IQN, luns=[tcfg.Lun(0, str(lun))])],
+        targets=[tcfg.Target(iqn=IQN, luns=[tcfg.Lun(0, str(lun))], open=True)],
     )
     path = tmp_path / "target.toml"
     tcfg.save(config, path)

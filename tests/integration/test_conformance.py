@@ -45,7 +45,7 @@ def two_portal_target(tmp_path_factory: pytest.TempPathFactory) -> ReservoirTarg
     lun = work / "lun.img"
     with open(lun, "wb") as f:
         f.truncate(256 << 20)
-    return ReservoirTarget([lun], portals=2, log_path=work / "target.log")
+    return ReservoirTarget([lun], portals=2, log_path=work / "target.log", open_access=True)
 
 
 def _run(target: ReservoirTarget, family: str, tmp: Path) -> SuiteResult:

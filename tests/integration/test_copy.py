@@ -61,7 +61,9 @@ def lun(tmp_path: Path) -> Path:
 @pytest.fixture
 def ours(tmp_path: Path, lun: Path) -> Iterator[ReservoirTarget]:
     log = tmp_path / "target.log"
-    with ReservoirTarget([lun], log_path=log, extra=["--nop-interval", "0"]) as target:
+    with ReservoirTarget(
+        [lun], log_path=log, extra=["--nop-interval", "0"], open_access=True
+    ) as target:
         yield target
         alive = target.alive()
     assert alive, log.read_text()[-4000:]
@@ -350,7 +352,7 @@ def test_copy_rides_out_a_kill_and_restart_of_the_target(
     port = free_port()
     iqn = "iqn.2026-11.org.reservoir:restart"
     argv = [*reservoir_command(), "target", "serve", "--portal", f"{LOCALHOST}:{port}"]
-    argv += ["--iqn", iqn, "--lun", str(lun), "--nop-interval", "0"]
+    argv += ["--iqn", iqn, "--lun", str(lun), "--nop-interval", "0", "--open"]
     procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     wait_port(LOCALHOST, port, proc=procs[0])
     killed = threading.Event()
@@ -385,7 +387,10 @@ def test_copy_rides_out_a_kill_and_restart_of_the_target(
 def test_copy_striped_over_two_targets(tmp_path: Path, source: Path) -> None:
     unit = 1 << 20
     luns = [blank(tmp_path / f"member{m}.img", SIZE // 2) for m in range(2)]
-    with ReservoirTarget([luns[0]]) as first, ReservoirTarget([luns[1]]) as second:
+    with (
+        ReservoirTarget([luns[0]], open_access=True) as first,
+        ReservoirTarget([luns[1]], open_access=True) as second,
+    ):
         opts = options(tmp_path, streams=2, stripe_unit=unit, extent_size=4 << 20)
         summary = asyncio.run(copy(str(source), [first.url(0), second.url(0)], opts))
     assert summary.copied_bytes == SIZE and summary.verified_by == "destination"
@@ -398,7 +403,10 @@ def test_copy_striped_over_two_targets(tmp_path: Path, source: Path) -> None:
 
 def test_striped_copy_refuses_a_too_small_member(tmp_path: Path, source: Path) -> None:
     luns = [blank(tmp_path / "big.img", SIZE), blank(tmp_path / "small.img", SIZE // 4)]
-    with ReservoirTarget([luns[0]]) as first, ReservoirTarget([luns[1]]) as second:
+    with (
+        ReservoirTarget([luns[0]], open_access=True) as first,
+        ReservoirTarget([luns[1]], open_access=True) as second,
+    ):
         opts = options(tmp_path, stripe_unit=1 << 20)
         with pytest.raises(CopyError, match="smaller than the 32 MiB its stripe units reach"):
             asyncio.run(copy(str(source), [first.url(0), second.url(0)], opts))

@@ -47,7 +47,9 @@ def make_lun(path: Path) -> Path:
 def ours(tmp_path: Path) -> Iterator[ReservoirTarget]:
     lun = make_lun(tmp_path / "ours.img")
     log = tmp_path / "ours.log"
-    with ReservoirTarget([lun], log_path=log, extra=["--nop-interval", "0"]) as target:
+    with ReservoirTarget(
+        [lun], log_path=log, extra=["--nop-interval", "0"], open_access=True
+    ) as target:
         yield target
 
 
@@ -152,7 +154,7 @@ def test_chap_wrong_secret_is_refused(chap_target: ReservoirTarget) -> None:
 
 def test_discovery_lists_every_portal(tmp_path: Path) -> None:
     lun = make_lun(tmp_path / "disc.img")
-    with ReservoirTarget([lun], portals=2) as target:
+    with ReservoirTarget([lun], portals=2, open_access=True) as target:
         found = asyncio.run(discover(target.host, target.port, initiator_name=ME))
     assert [t.name for t in found] == [target.iqn]
     assert sorted((p.address, p.port) for p in found[0].portals) == sorted(
@@ -244,7 +246,7 @@ def test_the_sessions_socket_says_its_protocol_under_uvloop(tmp_path: Path, mptc
             pytest.skip(f"no MPTCP sockets here: {exc}")
     extra = ["--nop-interval", "0", *(["--mptcp"] if mptcp else [])]
     lun = make_lun(tmp_path / "lun.img")
-    with ReservoirTarget([lun], log_path=tmp_path / "t.log", extra=extra) as t:
+    with ReservoirTarget([lun], log_path=tmp_path / "t.log", extra=extra, open_access=True) as t:
 
         async def protocol() -> int:
             connector = mptcp_connect if mptcp else None

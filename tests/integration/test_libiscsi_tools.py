@@ -81,7 +81,7 @@ def test_loop_device_lun_is_served_and_written_through(tmp_path: Path) -> None:
 
 
 def _serve_block_device(tmp_path: Path, dev: Path) -> None:
-    with ReservoirTarget([dev], iqn=IQN, log_path=tmp_path / "t.log") as target:
+    with ReservoirTarget([dev], iqn=IQN, log_path=tmp_path / "t.log", open_access=True) as target:
         assert "BLOCK LENGTH IN BYTES:4096" in _run("iscsi-readcapacity16", target.url())
         with RawClient(target.host, target.port) as client:
             client.login(IQN)

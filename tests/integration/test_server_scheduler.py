@@ -108,7 +108,11 @@ class Site:
         config = tcfg.TargetConfig(
             portals=[("127.0.0.1", self.portal)],
             targets=[
-                tcfg.Target(iqn=IQN, luns=[tcfg.Lun(i, str(p)) for i, p in enumerate(self.luns)])
+                tcfg.Target(
+                    iqn=IQN,
+                    luns=[tcfg.Lun(i, str(p)) for i, p in enumerate(self.luns)],
+                    open=True,
+                )
             ],
         )
         self.target = tmp / "target.toml"

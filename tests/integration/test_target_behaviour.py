@@ -28,7 +28,11 @@ pytestmark = pytest.mark.integration
 
 def _pinging_target(tmp_path: Path, lun_file: Path, interval: str) -> ReservoirTarget:
     return ReservoirTarget(
-        [lun_file], iqn=IQN, log_path=tmp_path / "t.log", extra=["--nop-interval", interval]
+        [lun_file],
+        iqn=IQN,
+        log_path=tmp_path / "t.log",
+        extra=["--nop-interval", interval],
+        open_access=True,
     )
 
 
@@ -85,7 +89,7 @@ def test_configured_targets_each_show_their_luns(tmp_path: Path) -> None:
     steps = [["portal", "add", f"127.0.0.1:{port}"]]
     for t in ("a", "b"):
         iqn = f"iqn.2026-11.org.reservoir:{t}"
-        steps.append(["add", iqn])
+        steps.append(["add", iqn, "--open"])
         steps += [["lun", "add", iqn, str(disks.pop())] for _ in range(2)]
     for step in steps:
         subprocess.run(
@@ -216,7 +220,9 @@ def test_abort_arriving_with_its_write_leaves_the_lun_usable(target: ReservoirTa
 
 
 def test_sendtargets_lists_every_portal_of_the_target(tmp_path: Path, lun_file: Path) -> None:
-    with ReservoirTarget([lun_file], iqn=IQN, portals=3, log_path=tmp_path / "t.log") as target:
+    with ReservoirTarget(
+        [lun_file], iqn=IQN, portals=3, log_path=tmp_path / "t.log", open_access=True
+    ) as target:
         with RawClient(target.host, target.port) as c:
             c.login(None)
             c.send(
@@ -253,7 +259,9 @@ def test_mptcp_listener_speaks_mptcp_and_still_serves_tcp(
     tmp_path: Path, lun_file: Path, mptcp: bool
 ) -> None:
     extra = ["--nop-interval", "0", *(["--mptcp"] if mptcp else [])]
-    with ReservoirTarget([lun_file], iqn=IQN, log_path=tmp_path / "t.log", extra=extra) as t:
+    with ReservoirTarget(
+        [lun_file], iqn=IQN, log_path=tmp_path / "t.log", extra=extra, open_access=True
+    ) as t:
         assert _is_mptcp(t.host, t.port) == int(mptcp)
         with RawClient(t.host, t.port) as c:  # a plain TCP initiator
             c.login(IQN)

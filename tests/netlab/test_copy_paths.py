@@ -63,6 +63,7 @@ class Setup:
 
     def serve(self, *extra: str) -> None:
         argv = [*reservoir_command(), "target", "serve", "--iqn", IQN, "--lun", str(self.lun)]
+        argv += ["--open"]
         argv += ["--portal", f"{L1[1]}:3260", "--portal", f"{L2[1]}:3260"]
         argv += ["--nop-interval", "0", *extra]
         with open(self.log, "wb") as log:
