@@ -141,8 +141,31 @@ def quick_config(args: argparse.Namespace) -> cfg.TargetConfig:
     return config
 
 
+_QUICK_ONLY = (
+    "iqn",
+    "lun",
+    "allow",
+    "open",
+    "chap",
+    "chap_secret_file",
+    "chap_secret_env",
+    "mutual_chap",
+    "mutual_chap_secret_file",
+    "mutual_chap_secret_env",
+    "read_only",
+    "direct",
+)
+
+
 def file_config(args: argparse.Namespace) -> cfg.TargetConfig:
-    """The --config file, its portals replaced by --portal if given, checked to be served."""
+    """The --config file, its portals replaced by --portal if given, checked to be served.
+    The quick target's options are refused with it rather than ignored."""
+    for name in _QUICK_ONLY:
+        if getattr(args, name):
+            option = "--" + name.replace("_", "-")
+            raise cfg.ConfigError(
+                f"{option} is for a quick target; with --config, say it in the file"
+            )
     config = cfg.load_for_editing(args.config)
     if args.portal:
         config.portals = [cfg.parse_portal(p) for p in args.portal]

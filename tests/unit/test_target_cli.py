@@ -273,3 +273,12 @@ def test_cli_chap_set_reads_the_secrets_from_a_file_and_the_environment(
     target = cfg.load_for_editing(path).require_target(IQN)
     assert target.chap == cfg.Chap("h1", SECRET)
     assert target.mutual_chap == cfg.Chap("vol1", MUTUAL_SECRET)
+
+
+def test_serve_with_a_file_refuses_quick_target_options_instead_of_ignoring_them(
+    tmp_path: Path, lun: Path
+) -> None:
+    path = _commented_file(tmp_path, lun)
+    args = build_parser().parse_args(["target", "serve", "--config", str(path), "--open"])
+    with pytest.raises(cfg.ConfigError, match="--open is for a quick target"):
+        target_cli.file_config(args)
