@@ -258,17 +258,18 @@ def _refuse_shared_read_write(config: TargetConfig) -> None:
     """One volume exported read-write by two LUNs would have two writers that know
     nothing of each other; the volume is known by what its path reaches."""
     writers: dict[object, tuple[str, Lun]] = {}
-    for target in config.targets:
-        for lun in target.luns:
+    for t_index, target in enumerate(config.targets):
+        for l_index, lun in enumerate(target.luns):
             if lun.read_only:
                 continue
             key = _volume_key(lun.path)
             if key in writers:
                 iqn, first = writers[key]
                 raise ConfigError(
-                    f"target {target.iqn!r} lun {lun.id} ({lun.path}) is the volume that "
-                    f"target {iqn!r} lun {first.id} ({first.path}) exports read-write; "
-                    "a volume may be exported read-write once (add read_only = true)"
+                    f"target[{t_index}].lun[{l_index}]: target {target.iqn!r} lun {lun.id} "
+                    f"({lun.path}) is the volume that target {iqn!r} lun {first.id} "
+                    f"({first.path}) exports read-write; a volume may be exported read-write "
+                    "once (add read_only = true)"
                 )
             writers[key] = (target.iqn, lun)
 
