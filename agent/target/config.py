@@ -5,8 +5,8 @@ Stored as TOML::
     [server]
     portals = ["127.0.0.1:3260"]      # 0.0.0.0:3260 would serve every IPv4 address
     login_timeout = 15.0              # seconds a connection may take to log in
-    max_pending_logins = 64           # connections still in login, in total
-    max_pending_logins_per_address = 8
+    max_pending_logins = 256          # connections still in login, in total
+    max_pending_logins_per_address = 64
 
     [[target]]
     iqn = "iqn.2026-11.org.reservoir:vol1"
@@ -49,8 +49,8 @@ from reservoir.agent.target import config_schema as schema
 
 DEFAULT_PORT = 3260
 DEFAULT_LOGIN_TIMEOUT = 15.0
-DEFAULT_MAX_PENDING_LOGINS = 64
-DEFAULT_MAX_PENDING_LOGINS_PER_ADDRESS = 8
+DEFAULT_MAX_PENDING_LOGINS = 256
+DEFAULT_MAX_PENDING_LOGINS_PER_ADDRESS = 64
 _IQN = re.compile(r"^(iqn\.\d{4}-\d{2}\.[^\s]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})$")
 
 

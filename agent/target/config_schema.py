@@ -64,8 +64,8 @@ class TargetTable(_Table):
 class ServerTable(_Table):
     portals: list[str] = Field(default_factory=list)
     login_timeout: float = Field(default=15.0, gt=0)  # seconds a login may take
-    max_pending_logins: int = Field(default=64, ge=1)  # connections still in login
-    max_pending_logins_per_address: int = Field(default=8, ge=1)  # ... from one address
+    max_pending_logins: int = Field(default=256, ge=1)  # connections still in login
+    max_pending_logins_per_address: int = Field(default=64, ge=1)  # ... from one address
 
 
 class TargetFile(_Table):

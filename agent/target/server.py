@@ -85,14 +85,15 @@ class TargetServer:
         queue_depth: int = 128,
         engine: storage.Engine | None = None,
         mptcp: bool = False,
-        login_timeout: float = 15.0,
-        max_pending_logins: int = 256,
-        max_pending_logins_per_address: int = 64,
+        login_timeout: float | None = None,
+        max_pending_logins: int | None = None,
+        max_pending_logins_per_address: int | None = None,
     ) -> None:
         """``login_timeout``: seconds from accept by which a connection must be in
         full feature phase (a discovery session: ended); ``max_pending_logins`` and
         ``max_pending_logins_per_address``: how many connections may be in login at
-        once, in total and from one source address (see :mod:`.login_guard`)."""
+        once, in total and from one source address (see :mod:`.login_guard`); each
+        the ``[server]`` setting of ``config`` unless given."""
         self.config = config
         self.limits = limits or SERVING_LIMITS
         self.nop_interval = nop_interval
@@ -101,9 +102,11 @@ class TargetServer:
         self.engine = engine
         self.mptcp = mptcp
         self.login_guard = LoginGuard(
-            timeout=login_timeout,
-            max_pending=max_pending_logins,
-            max_per_address=max_pending_logins_per_address,
+            timeout=_given(login_timeout, config.login_timeout),
+            max_pending=_given_int(max_pending_logins, config.max_pending_logins),
+            max_per_address=_given_int(
+                max_pending_logins_per_address, config.max_pending_logins_per_address
+            ),
         )
         self.buffers = BufferPool()  # write data buffers, reused across connections
         self.directory = Directory(self)
@@ -307,6 +310,14 @@ def _logout_request(grace: float) -> P.AsyncMessage:
     msg = P.AsyncMessage(event=P.AsyncEvent.LOGOUT_REQUEST, lun=bytes(8))
     msg.parameter3 = max(1, int(grace))  # Time2Wait-like: seconds to log out in
     return msg
+
+
+def _given(value: float | None, setting: float) -> float:
+    return setting if value is None else value
+
+
+def _given_int(value: int | None, setting: int) -> int:
+    return setting if value is None else value
 
 
 def _serial(iqn: str, lun: int) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.target import config as cfg
+from reservoir.agent.target.server import TargetServer
 from reservoir.cli import main
 
 IQN = "iqn.2026-11.org.reservoir:vol1"
@@ -266,8 +267,8 @@ def test_one_file_exported_read_only_by_two_targets_is_accepted(tmp_path: Path) 
 def test_server_login_limits_have_defaults(tmp_path: Path) -> None:
     config = cfg.load(_write(tmp_path, _target(tmp_path, "open = true")))
     assert config.login_timeout == 15.0
-    assert config.max_pending_logins == 64
-    assert config.max_pending_logins_per_address == 8
+    assert config.max_pending_logins == 256
+    assert config.max_pending_logins_per_address == 64
 
 
 def test_server_login_limits_are_read_and_round_trip(tmp_path: Path) -> None:
@@ -280,6 +281,14 @@ def test_server_login_limits_are_read_and_round_trip(tmp_path: Path) -> None:
     assert config.max_pending_logins_per_address == 2
     cfg.save(config, path)
     assert cfg.load(path) == config
+
+
+def test_the_served_target_keeps_to_the_files_login_limits(tmp_path: Path) -> None:
+    path = _write(tmp_path, _target(tmp_path, "open = true"))
+    limits = "login_timeout = 5\nmax_pending_logins = 10\nmax_pending_logins_per_address = 2\n"
+    path.write_text(path.read_text().replace("[server]\n", f"[server]\n{limits}"))
+    guard = TargetServer(cfg.load(path)).login_guard
+    assert (guard.timeout, guard.max_pending, guard.max_per_address) == (5.0, 10, 2)
 
 
 @pytest.mark.parametrize(
