@@ -1,56 +1,27 @@
 """Bearer tokens: hashed at rest, compared in constant time, never logged.
 
-A token is accepted in two spellings wherever the settings take one: the token
-itself (from the environment, say) or its digest ``sha256:<64 hex digits>`` (what a
-configuration file should hold). Either way only the digest is kept in memory.
-Tokens are long random strings, so one unsalted SHA-256 is enough: there is nothing
-to brute-force that is shorter than the token itself.
+The rule is shared with the agent and lives in :mod:`reservoir.agent.tokens` (a small
+layer-1 piece both sides import); this module keeps the coordinator's name for it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
-import secrets
-from collections.abc import Iterable
+from reservoir.agent.tokens import (
+    HASH_PREFIX,
+    check_spelling,
+    generate_token,
+    hash_token,
+    is_hashed,
+    matches,
+    to_digest,
+)
 
 __all__ = [
     "HASH_PREFIX",
+    "check_spelling",
     "generate_token",
     "hash_token",
     "is_hashed",
     "matches",
     "to_digest",
 ]
-
-HASH_PREFIX = "sha256:"
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-def hash_token(token: str) -> str:
-    """``sha256:<hex>`` of ``token``."""
-    return HASH_PREFIX + hashlib.sha256(token.encode()).hexdigest()
-
-
-def is_hashed(text: str) -> bool:
-    return _DIGEST.fullmatch(text) is not None
-
-
-def to_digest(text: str) -> str:
-    """The digest of a token given either plain or already hashed."""
-    return text if is_hashed(text) else hash_token(text)
-
-
-def matches(token: str, digests: Iterable[str]) -> bool:
-    """Whether ``token`` hashes to one of ``digests`` (every digest is compared)."""
-    given = hash_token(token).encode()
-    found = False
-    for digest in digests:
-        found |= hmac.compare_digest(given, digest.encode())
-    return found
-
-
-def generate_token() -> str:
-    """A new random token (43 URL-safe characters, 256 bits)."""
-    return secrets.token_urlsafe(32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,11 +41,14 @@ async def endless_copy(
 
 
 @asynccontextmanager
-async def api(tmp_path: Path, copy_fn: object) -> AsyncIterator[httpx.AsyncClient]:
-    """The app over httpx's in-memory ASGI transport; the agent started as its lifespan would."""
+async def api(
+    tmp_path: Path, copy_fn: object, accepted: str = TOKEN
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The app over httpx's in-memory ASGI transport; the agent started as its lifespan would.
+    It accepts ``accepted`` (a token or its digest); the client sends :data:`TOKEN`."""
     settings = AgentSettings(
         name="unit",
-        tokens=[TOKEN],  # type: ignore[list-item]  # pydantic makes it a SecretStr
+        tokens=[accepted],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         state_dir=tmp_path / "state",
         cwnd_caps="pacing-rate",  # in the test process: no cgroup move
     )
@@ -133,6 +137,21 @@ def test_wrong_token_is_401_and_health_is_open(tmp_path: Path) -> None:
             basic = await c.get("/copies", headers={"Authorization": "Basic x"})
             assert basic.status_code == 401
             assert (await c.get("/health", headers={"Authorization": ""})).status_code == 200
+
+    asyncio.run(main())
+
+
+def test_a_token_configured_as_its_sha256_digest_is_accepted_and_others_refused(
+    tmp_path: Path,
+) -> None:
+    digest = "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()
+
+    async def main() -> None:
+        async with api(tmp_path, instant_copy, accepted=digest) as c:
+            assert (await c.get("/copies")).status_code == 200
+            for wrong in (TOKEN + "x", digest, digest.removeprefix("sha256:")):
+                r = await c.get("/copies", headers={"Authorization": f"Bearer {wrong}"})
+                assert r.status_code == 401, wrong
 
     asyncio.run(main())
 

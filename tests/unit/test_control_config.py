@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,28 @@ def test_settings_need_an_agent_table(tmp_path: Path) -> None:
 def test_settings_token_is_not_in_their_repr(tmp_path: Path) -> None:
     path = write(tmp_path, f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n')
     assert TOKEN not in repr(load_settings(path))
+
+
+def test_settings_keep_only_the_digests_of_plain_tokens(tmp_path: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    path = write(tmp_path, f'[agent]\ntokens = ["{TOKEN}", "{digest}"]\nstate_dir = "s"\n')
+    kept = [t.get_secret_value() for t in load_settings(path).tokens]
+    assert kept == ["sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest(), digest]
+
+
+@pytest.mark.parametrize("spelling", ["sha256:" + "AB" * 32, "sha256:" + "ab" * 31, "sha256:"])
+def test_settings_refuse_a_malformed_digest(tmp_path: Path, spelling: str) -> None:
+    path = write(tmp_path, f'[agent]\ntokens = ["{spelling}"]\nstate_dir = "s"\n')
+    with pytest.raises(SettingsError, match="64 lowercase hexadecimal digits"):
+        load_settings(path)
+
+
+def test_the_coordinator_token_file_is_relative_to_the_settings(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\ncoordinator_token_file = "c.token"\n',
+    )
+    assert load_settings(path).coordinator_token_file == tmp_path / "c.token"
 
 
 @pytest.mark.parametrize("text", ["8740", "host:", ":80", "h:99999", "h:x"])

@@ -1,18 +1,19 @@
 """Dependencies of the routes, as ``Annotated`` aliases so signatures stay short.
 
 Every route but ``/health`` needs ``Authorization: Bearer <token>`` with one of the
-configured tokens (compared in constant time; a refusal is 401 with
-``WWW-Authenticate: Bearer``). There are no scopes: a valid token may do everything.
+configured tokens: the presented token is hashed and its digest compared in constant
+time with every configured digest (:mod:`reservoir.agent.tokens`); a refusal is 401
+with ``WWW-Authenticate: Bearer``. There are no scopes: a valid token may do everything.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 from starlette.datastructures import Headers
 
+from reservoir.agent import tokens
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.copies import CopyManager
 from reservoir.agent.control.core.config import AgentSettings
@@ -40,11 +41,8 @@ def token_problem(headers: Headers, settings: AgentSettings) -> str | None:
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return "a bearer token is required"
-    given = token.strip().encode()
-    ok = False
-    for wanted in settings.tokens:
-        ok |= hmac.compare_digest(given, wanted.get_secret_value().encode())
-    return None if ok else "the token is not valid"
+    digests = [t.get_secret_value() for t in settings.tokens]
+    return None if tokens.matches(token.strip(), digests) else "the token is not valid"
 
 
 def require_token(request: Request, agent: AgentDep) -> None:

@@ -5,7 +5,8 @@
     [agent]
     name = "agent-a"
     listen = "127.0.0.1:8740"
-    tokens = ["a-long-random-token-of-32-chars.."]  # required; never logged
+    tokens = ["sha256:<64 hex digits>"]             # required; or plain tokens; never logged
+    coordinator_token_file = "coordinator.token"    # optional: this agent's heartbeat token
     state_dir = "/var/lib/reservoir/agent"
     target_config = "target.toml"                   # optional builtin iSCSI target
     target_mptcp = false                            # the target listens with MPTCP sockets
@@ -19,6 +20,11 @@ table or key, or ``nic_pacing = "false"`` (a string, not a boolean), is refused 
 the file, the key and what was expected. Relative paths are relative to the file.
 There is no default token: the agent
 refuses to start without one, and a token shorter than 16 characters is refused.
+A token may be given as its digest ``sha256:<64 lowercase hex digits>`` (what
+``reservoir server agent-credentials NAME`` prints for the coordinator's token): the
+agent keeps only digests in memory, plain tokens hashed at load
+(:mod:`reservoir.agent.tokens`). ``coordinator_token_file`` names the file holding the
+agent's heartbeat token towards the coordinator (printed by the same command).
 Without TLS the tokens cross the network in clear: ``serve`` warns when the API
 listens on another address than loopback without ``tls_cert``/``tls_key``.
 """
@@ -39,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from reservoir.agent import tokens as token_rule
 from reservoir.agent.listen import parse_listen
 from reservoir.agent.settings_file import SettingsFileError, describe, read_table
 
@@ -66,7 +73,9 @@ class AgentSettings(BaseModel):
 
     name: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     listen: str = DEFAULT_LISTEN
-    tokens: list[SecretStr] = Field(min_length=1)
+    tokens: list[SecretStr] = Field(min_length=1)  # their digests once loaded
+    # The agent's heartbeat token towards the coordinator, alone in this file (chmod 600).
+    coordinator_token_file: Path | None = Field(default=None, strict=False)
     state_dir: Path = Field(strict=False)
     target_config: Path | None = Field(default=None, strict=False)
     max_running: int = Field(default=4, ge=1, le=256)
@@ -100,10 +109,15 @@ class AgentSettings(BaseModel):
     @field_validator("tokens")
     @classmethod
     def _tokens(cls, value: list[SecretStr]) -> list[SecretStr]:
+        """Each token's digest (a digest stays as it is)."""
+        digests = []
         for token in value:
-            if len(token.get_secret_value()) < MIN_TOKEN_LENGTH:
+            text = token.get_secret_value()
+            token_rule.check_spelling(text)
+            if len(text) < MIN_TOKEN_LENGTH:
                 raise ValueError(f"a token must have {MIN_TOKEN_LENGTH} characters at least")
-        return value
+            digests.append(SecretStr(token_rule.to_digest(text)))
+        return digests
 
     @property
     def host(self) -> str:
@@ -126,7 +140,7 @@ def load_settings(path: str | Path) -> AgentSettings:
         raw = read_table(path, "agent")
     except SettingsFileError as exc:
         raise SettingsError(str(exc)) from None
-    for key in ("state_dir", "target_config", "tls_cert", "tls_key"):
+    for key in ("state_dir", "target_config", "tls_cert", "tls_key", "coordinator_token_file"):
         _resolve(path.parent, raw, key)
     try:
         return AgentSettings.model_validate(raw)
