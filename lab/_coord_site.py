@@ -1,7 +1,12 @@
 """The processes of :mod:`reservoir.lab.bench_coordinator` in the lab: two source agents
 and the coordinator in host src, two destination agents (each serving one LUN file with
 its builtin target) in host dst; and the bench's way into src's network namespace, where
-it talks to the coordinator's API."""
+it talks to the coordinator's API.
+
+The agents and the coordinator of one work folder share its secret key
+(``WORK/server.key``, made by :func:`site_credentials` if missing): each agent accepts
+the digest of the control token the coordinator derives for its name, as an operator
+configures it from ``reservoir server agent-credentials NAME``."""
 
 from __future__ import annotations
 
@@ -25,8 +30,9 @@ from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import Source, make_lun, write_source
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, reservoir_command, stop_process
+from reservoir.server.core.agent_credentials import AgentCredentials
 
-__all__ = ["AgentProc", "Coordinator", "Site", "inside"]
+__all__ = ["AgentProc", "Coordinator", "Site", "inside", "site_credentials"]
 
 CLONE_NEWNET = 0x40000000
 SRC_PORTS = {"l1": 8471, "l2": 8472}
@@ -34,7 +40,14 @@ DST_PORTS = {"l1": 8473, "l2": 8474}
 COORD_PORT = 8470
 ISCSI_PORT = 3260
 IQN = "iqn.2026-11.org.reservoir:coord-{link}"
+KEY_FILE = "server.key"
 Json = dict[str, Any]
+
+
+def site_credentials(work: Path) -> AgentCredentials:
+    """What the coordinator of ``work`` derives agents' tokens from (its key, made 0600
+    in ``work`` if missing)."""
+    return AgentCredentials.from_file(work / KEY_FILE)
 
 
 @functools.cache
@@ -89,7 +102,7 @@ class AgentProc:
     addr: str
     port: int
     work: Path
-    token: str
+    credentials: AgentCredentials  # the coordinator's (site_credentials(work))
     data: Path
     iqn: str = ""
     proc: subprocess.Popen[Any] | None = None
@@ -107,6 +120,11 @@ class AgentProc:
         return f"http://{self.addr}:{self.port}"
 
     @property
+    def token(self) -> str:
+        """The token the coordinator presents to this agent (and the agent accepts)."""
+        return self.credentials.control_token(self.name)
+
+    @property
     def portal(self) -> str:
         return f"{self.addr}:{ISCSI_PORT}"
 
@@ -117,7 +135,7 @@ class AgentProc:
             "[agent]",
             f'name = "{self.name}"',
             f'listen = "{self.addr}:{self.port}"',
-            f'tokens = ["{self.token}"]',
+            f'tokens = ["{self.credentials.control_digest(self.name)}"]',
             f'state_dir = "{home / "state"}"',
             f'cwnd_caps = "{self.cwnd_caps}"',
         ]
@@ -161,7 +179,6 @@ class AgentProc:
         return {
             "name": self.name,
             "control_url": self.url,
-            "api_token": self.token,
             "nics": [{"name": self.link, "address": self.addr, "speed_bps": 500_000_000}],
             "volumes": [volume],
         }
@@ -175,7 +192,6 @@ class Coordinator:
     addr: str
     work: Path
     user_token: str = field(default_factory=lambda: secrets.token_hex(24))
-    agent_token: str = field(default_factory=lambda: secrets.token_hex(24))
     proc: subprocess.Popen[Any] | None = None
     starts: int = 0
     host: str = "src"  # the lab host it runs in
@@ -188,7 +204,7 @@ class Coordinator:
         env = dict(os.environ)
         env.update(
             RESERVOIR_SERVER_USER_TOKENS=f'["{self.user_token}"]',
-            RESERVOIR_SERVER_AGENT_TOKENS=f'["{self.agent_token}"]',
+            RESERVOIR_SERVER_SECRET_KEY_FILE=str(self.work / KEY_FILE),
             RESERVOIR_SERVER_SCHEDULER_INTERVAL="0.5",
         )
         return env
@@ -235,16 +251,16 @@ class Site:
     coordinator: Coordinator | None = None
 
     def prepare(self) -> None:
-        token = secrets.token_hex(24)
+        credentials = site_credentials(self.work)
         for k in LINKS:
             src = self.sources[k] = write_source(self.work / f"source-{k}.img", self.member, 0)
             iqn = IQN.format(link=k)
             lun = make_lun(self.work / f"lun-{k}.img", self.member)
             self.src[k] = AgentProc(
-                self.lab, "src", k, self.net.src[k], SRC_PORTS[k], self.work, token, src.path
+                self.lab, "src", k, self.net.src[k], SRC_PORTS[k], self.work, credentials, src.path
             )
             self.dst[k] = AgentProc(
-                self.lab, "dst", k, self.net.dst[k], DST_PORTS[k], self.work, token, lun, iqn
+                self.lab, "dst", k, self.net.dst[k], DST_PORTS[k], self.work, credentials, lun, iqn
             )
         self.coordinator = Coordinator(self.lab, self.net.src["l1"], self.work)
 

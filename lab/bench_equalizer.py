@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from reservoir.lab._coord_site import AgentProc, Coordinator, inside
+from reservoir.lab._coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.bench_copy import Source, file_digest, make_lun, parse_size, write_source
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
@@ -157,14 +156,14 @@ class Site:
     coordinator: Coordinator | None = None
 
     def start(self) -> Coordinator:
-        token = secrets.token_hex(24)
+        creds = site_credentials(self.work)  # the coordinator's, started below
         self.source = write_source(self.work / "source.img", self.size, 0)
         lun = make_lun(self.work / "lun.img", self.size)
         src = AgentProc(
-            self.lab, "src", "l1", SRC_L1, 8471, self.work, token, self.source.path, cwnd_caps="bpf"
+            self.lab, "src", "l1", SRC_L1, 8471, self.work, creds, self.source.path, cwnd_caps="bpf"
         )
         dst = AgentProc(
-            self.lab, "dst", "b", DST1, 8473, self.work, token, lun, IQN, portals=(DST1, DST2)
+            self.lab, "dst", "b", DST1, 8473, self.work, creds, lun, IQN, portals=(DST1, DST2)
         )
         self.agents = [src, dst]
         for a in self.agents:

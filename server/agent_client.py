@@ -11,17 +11,20 @@ Errors, translated once in :func:`_mapped` (callers see only these)::
 
 ``get_copy`` answers ``None`` for a 404 (the agent does not know the copy); for
 ``iperf`` and ``info`` a 404 and a 503 are refusals too (``AgentRefusedError``).
-The agent's API token is sent as a bearer token and never logged.
+The agent's control token is derived from the coordinator's key at each call
+(``core/agent_credentials.py``), sent as a bearer token and never logged or kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+
+from reservoir.server.core.agent_credentials import AgentCredentials
 
 __all__ = [
     "AgentClient",
@@ -53,12 +56,11 @@ class AgentRefusedError(AgentError):
 
 @dataclass(frozen=True, slots=True)
 class AgentRef:
-    """Where an agent's control API is and how to authenticate (token hidden in repr)."""
+    """Where an agent's control API is; its name says which credentials it takes."""
 
     id: str
     name: str
     control_url: str
-    token: str = field(repr=False)
 
 
 class AgentClient(Protocol):
@@ -104,15 +106,23 @@ class HttpAgentClient:
     """One pooled :class:`httpx.AsyncClient` for every agent."""
 
     def __init__(
-        self, *, timeout: float = TIMEOUT, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        credentials: AgentCredentials,
+        *,
+        timeout: float = TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
     ):
+        self._credentials = credentials
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    def _auth(self, agent: AgentRef) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._credentials.control_token(agent.name)}"}
 
     async def _call(
         self, agent: AgentRef, method: str, path: str, body: Json | None = None
     ) -> Json | None:
         url = agent.control_url.rstrip("/") + "/api/v1" + path
-        headers = {"Authorization": f"Bearer {agent.token}"}
+        headers = self._auth(agent)
         with _mapped(agent):
             response = await self._http.request(method, url, json=body, headers=headers)
             if response.status_code == 404:
@@ -139,7 +149,7 @@ class HttpAgentClient:
         """The copy's last ``limit`` telemetry records (``None``: the agent does not
         know the copy)."""
         url = f"{agent.control_url.rstrip('/')}/api/v1/copies/{copy_id}/telemetry"
-        headers = {"Authorization": f"Bearer {agent.token}"}
+        headers = self._auth(agent)
         with _mapped(agent):
             response = await self._http.get(url, params={"limit": limit}, headers=headers)
             if response.status_code == 404:
@@ -169,7 +179,7 @@ class HttpAgentClient:
     ) -> Json:
         """A call whose 4xx (404 included) and 503 are refusals with the agent's reason."""
         url = agent.control_url.rstrip("/") + "/api/v1" + path
-        headers = {"Authorization": f"Bearer {agent.token}"}
+        headers = self._auth(agent)
         with _mapped(agent):
             response = await self._http.request(method, url, json=body, headers=headers)
             if 400 <= response.status_code < 500 or response.status_code == 503:

@@ -31,7 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir.server import events
-from reservoir.server.agent_client import AgentError, AgentRef, HttpAgentClient, Json
+from reservoir.server.agent_client import AgentError, AgentRef, Json
 from reservoir.server.equalizer import Decision, Equalizer, EqualizerConfig, StreamSample
 from reservoir.server.leg_copies import VolumeError, agent_ref, plan_transfer
 from reservoir.server.tables import Link, Transfer, TransferLeg
@@ -76,13 +76,13 @@ class EqualizerLoop:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        client: CapsClient | None = None,
+        client: CapsClient,
         *,
         interval: float = 0.5,
         config: EqualizerConfig | None = None,
     ) -> None:
         self.sessions = sessions
-        self.client: CapsClient = client or HttpAgentClient()
+        self.client = client
         self.interval = interval
         self.config = config or EqualizerConfig()
         self._states: dict[str, _State] = {}

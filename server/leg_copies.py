@@ -81,7 +81,7 @@ class CopyPlan:
 
 
 def agent_ref(agent: Agent) -> AgentRef:
-    return AgentRef(agent.id, agent.name, agent.control_url, agent.api_token)
+    return AgentRef(agent.id, agent.name, agent.control_url)
 
 
 def copy_id(transfer_id: str, first_leg: int) -> str:

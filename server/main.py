@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from reservoir import __version__
 from reservoir.agent.http_boundary import BodyLimit, protect
 from reservoir.server import db, web
+from reservoir.server.agent_client import TIMEOUT as AGENT_TIMEOUT
 from reservoir.server.agent_client import HttpAgentClient
 from reservoir.server.api import deps
 from reservoir.server.api.routes import (
@@ -28,6 +29,7 @@ from reservoir.server.api.routes import (
     volume_sets,
 )
 from reservoir.server.campaign_watch import CampaignWatcher
+from reservoir.server.core.agent_credentials import AgentCredentials
 from reservoir.server.core.config import ServerSettings
 from reservoir.server.equalizer_loop import EqualizerLoop
 from reservoir.server.errors import install_handlers
@@ -79,6 +81,7 @@ class _Services:
 
 def _services(
     settings: ServerSettings,
+    credentials: AgentCredentials,
     *,
     engine: Engine | None,
     scheduler: Scheduler | None,
@@ -88,27 +91,31 @@ def _services(
 ) -> _Services:
     """The given services, and defaults for the others: the scheduler of
     ``settings.scheduler`` and, with the agents' scheduler, the telemetry collector and
-    the equalizer."""
+    the equalizer; each talks to the agents with the tokens ``credentials`` derive."""
     engine = engine or db.make_engine(settings.database_url)
     sessions = db.make_sessions(engine)
+
+    def client(timeout: float = AGENT_TIMEOUT) -> HttpAgentClient:
+        return HttpAgentClient(credentials, timeout=timeout)
+
     if scheduler is None:
         scheduler = (
-            AgentScheduler(sessions, interval=settings.scheduler_interval)
+            AgentScheduler(sessions, client(), interval=settings.scheduler_interval)
             if settings.scheduler == "agents"
             else NoopScheduler()
         )
     if collector is None and isinstance(scheduler, AgentScheduler):
-        collector = TelemetryCollector(sessions, on_copy_ended=scheduler.wake)
+        collector = TelemetryCollector(sessions, client(5.0), on_copy_ended=scheduler.wake)
     if equalizer is None and isinstance(scheduler, AgentScheduler):
-        equalizer = EqualizerLoop(sessions)
+        equalizer = EqualizerLoop(sessions, client())
     return _Services(
         engine=engine,
         sessions=sessions,
         scheduler=scheduler,
         collector=collector,
         equalizer=equalizer,
-        prober=LinkProber(sessions),
-        proxy=HttpAgentClient(timeout=agent_proxy.TIMEOUT),  # routes/agent_proxy.py
+        prober=LinkProber(sessions, client(30)),
+        proxy=client(agent_proxy.TIMEOUT),  # routes/agent_proxy.py
         watcher=campaign_watcher or CampaignWatcher(sessions),
     )
 
@@ -131,7 +138,12 @@ def _include_routes(app: FastAPI) -> None:
     web.mount(app)  # the dashboard at /, after every API route
 
 
-def _protect(app: FastAPI, settings: ServerSettings) -> None:
+def _protect(
+    app: FastAPI,
+    settings: ServerSettings,
+    credentials: AgentCredentials,
+    sessions: sessionmaker[Session],
+) -> None:
     """Bodies bounded (larger for the campaign upload), tokens checked before a body is
     read, NaN refused, 422s without the input: ``reservoir.agent.http_boundary``."""
     upload = BodyLimit(settings.max_upload_bytes, "max_upload_bytes")
@@ -140,7 +152,7 @@ def _protect(app: FastAPI, settings: ServerSettings) -> None:
         limit=BodyLimit(settings.max_body_bytes, "max_body_bytes"),
         larger={API_PREFIX + path: upload for path in campaigns.UPLOAD_PATHS},
         token_dependency=deps.get_role,
-        check_token=lambda headers: deps.token_problem(headers, settings),
+        check_token=lambda headers: deps.token_problem(headers, settings, credentials, sessions),
     )
 
 
@@ -152,14 +164,20 @@ def create_app(
     collector: TelemetryCollector | None = None,
     equalizer: EqualizerLoop | None = None,
     campaign_watcher: CampaignWatcher | None = None,
+    credentials: AgentCredentials | None = None,
 ) -> FastAPI:
     """The app; its lifespan upgrades the database to the latest revision first, then
     starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
     agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
     collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), and the
-    watcher of campaign runs (``campaign_watch.py``); it stops them at the end."""
+    watcher of campaign runs (``campaign_watch.py``); it stops them at the end.
+
+    ``credentials`` default to the key of ``settings.secret_key_path``, read (or made)
+    here: an unusable key file raises ``SecretKeyError`` before anything else opens."""
+    credentials = credentials or AgentCredentials.from_file(settings.secret_key_path)
     services = _services(
         settings,
+        credentials,
         engine=engine,
         scheduler=scheduler,
         collector=collector,
@@ -185,13 +203,14 @@ def create_app(
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.credentials = credentials
     app.state.sessions = services.sessions
     app.state.scheduler = services.scheduler
     app.state.prober = services.prober
     app.state.agent_proxy = services.proxy
     app.state.campaigns = services.watcher
     install_handlers(app)
-    _protect(app, settings)
+    _protect(app, settings, credentials, services.sessions)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

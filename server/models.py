@@ -1,7 +1,8 @@
 """The API's bodies: ``XBase`` -> ``XCreate`` (what a client sends) / ``XPublic`` (what it gets).
 
-Secrets go one way: an agent's ``api_token`` is in :class:`AgentCreate` only; the
-public model says whether one is stored, never what it is.
+No body carries an agent's credentials: the coordinator derives each agent's tokens
+from its secret key (``core/agent_credentials.py``); :class:`AgentCreate` refuses an
+``api_token`` with a pointer to ``reservoir server agent-credentials``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     field_validator,
     model_validator,
 )
@@ -181,7 +181,6 @@ class AgentCreate(AgentBase):
                 {
                     "name": "site-a-disk-1",
                     "control_url": "https://10.0.1.11:8740",
-                    "api_token": "the-agent-api-token-for-the-coordinator",
                     "nics": [{"name": "eth1", "address": "10.0.1.11", "speed_bps": 10**10}],
                     "volumes": [
                         {"name": "vol0", "path": "/dev/nvme0n1", "size_bytes": 1 << 40},
@@ -198,9 +197,18 @@ class AgentCreate(AgentBase):
             ]
         }
     )
-    api_token: SecretStr = Field(
-        min_length=16, max_length=1024, description="the agent's API token (write-only)"
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_api_token(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "api_token" in data:
+            del data["api_token"]  # out of the input before the error quotes it
+            raise ValueError(
+                "api_token is not accepted: the coordinator derives each agent's control "
+                "token from its secret key; configure the agent with what `reservoir "
+                "server agent-credentials NAME` prints"
+            )
+        return data
 
 
 class HeartbeatCreate(Strict):
@@ -213,7 +221,6 @@ class HeartbeatCreate(Strict):
 
 class AgentPublic(AgentBase):
     id: str
-    has_api_token: bool = True
     status: str
     version: str | None
     registered_at: datetime

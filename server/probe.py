@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server.agent_client import AgentError, AgentRef, HttpAgentClient
+from reservoir.server.agent_client import AgentError, AgentRef
 from reservoir.server.errors import ConflictError, InvalidRequestError
 from reservoir.server.models import ProbeCreate, ProbeRunPublic, TransferCreate
 from reservoir.server.tables import Agent, Link, utcnow
@@ -182,7 +182,7 @@ class End:
 
 
 def _ref(agent: Agent) -> AgentRef:
-    return AgentRef(agent.id, agent.name, agent.control_url, agent.api_token)
+    return AgentRef(agent.id, agent.name, agent.control_url)
 
 
 def _end(session: Session, agent_id: str, nic: str, side: str) -> End:
@@ -220,12 +220,12 @@ class LinkProber:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        client: IperfAgents | None = None,
+        client: IperfAgents,
         *,
         poll: float = 0.5,
     ) -> None:
         self.sessions = sessions
-        self.client: IperfAgents = client or HttpAgentClient(timeout=30)
+        self.client = client
         self.poll = poll
         self.tasks: dict[str, asyncio.Task[None]] = {}
 

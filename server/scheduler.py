@@ -56,7 +56,6 @@ from reservoir.server.agent_client import (
     AgentError,
     AgentRefusedError,
     AgentUnreachableError,
-    HttpAgentClient,
 )
 from reservoir.server.errors import InvalidRequestError
 from reservoir.server.leg_copies import CopyPlan, VolumeError, plan_transfer
@@ -188,13 +187,13 @@ class AgentScheduler:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session] | None = None,
-        client: AgentClient | None = None,
+        sessions: sessionmaker[Session] | None,
+        client: AgentClient,
         *,
         interval: float = POLL_INTERVAL,
     ) -> None:
         self.sessions = sessions
-        self.client: AgentClient = client or HttpAgentClient()
+        self.client = client
         self.interval = interval
         self._waiting: set[tuple[str, str]] = set()  # (transfer, agent) not answering
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -103,7 +103,6 @@ class Agent(Base):
     id: Mapped[str] = _id()
     name: Mapped[str] = mapped_column(String(NAME), unique=True)
     control_url: Mapped[str] = mapped_column(String(2048))
-    api_token: Mapped[str] = mapped_column(String(1024))
     capabilities: Mapped[list[Any]]
     registered_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat_at: Mapped[datetime | None]

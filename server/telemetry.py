@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server.agent_client import AgentError, AgentRef, HttpAgentClient
+from reservoir.server.agent_client import AgentError, AgentRef
 from reservoir.server.leg_copies import agent_ref
 from reservoir.server.tables import (
     NicPacingRate,
@@ -441,7 +441,7 @@ class TelemetryCollector:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        client: TelemetrySource | None = None,
+        client: TelemetrySource,
         *,
         interval: float = COLLECT_INTERVAL,
         limit: int = FETCH_LIMIT,
@@ -449,7 +449,7 @@ class TelemetryCollector:
     ) -> None:
         self.sessions = sessions
         self.on_copy_ended = on_copy_ended  # the scheduler's wake: it need not poll for it
-        self.client: TelemetrySource = client or HttpAgentClient(timeout=5.0)
+        self.client = client
         self.interval = interval
         self.limit = limit
         self._cursors: dict[str, Cursor] = {}

@@ -14,7 +14,6 @@ path links with the coordinator, and gives the body of ``POST /transfers``.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 import httpx
 
 from reservoir.lab import spec as labspec
-from reservoir.lab._coord_site import AgentProc, Coordinator, inside
+from reservoir.lab._coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.bench_copy import (
     Source,
     file_digest,
@@ -225,13 +224,13 @@ class Site:
 
 
 def _agents(p: Place, work: Path, source: Path, lun: Path) -> tuple[AgentProc, AgentProc]:
-    token = secrets.token_hex(24)
+    creds = site_credentials(work)  # those of work's coordinator
     src_addr = p.paths[0].src_addr if p.paths else LOOPBACK_ADDR
     dst_addr = p.paths[0].dst_addr if p.paths else LOOPBACK_ADDR
     portals = tuple(pe.dst_addr for pe in p.paths) or (LOOPBACK_ADDR,)
-    src = AgentProc(p.lab, "src", "agent", src_addr, SRC_PORT, work, token, source, host=p.source)
+    src = AgentProc(p.lab, "src", "agent", src_addr, SRC_PORT, work, creds, source, host=p.source)
     dst = AgentProc(
-        p.lab, "dst", "agent", dst_addr, DST_PORT, work, token, lun, IQN, portals=portals,
+        p.lab, "dst", "agent", dst_addr, DST_PORT, work, creds, lun, IQN, portals=portals,
         host=p.destination, target_mptcp=len(p.paths) > 1,
     )  # fmt: skip
     return src, dst
@@ -261,7 +260,6 @@ def _register(c: httpx.Client, s: Site) -> None:
         body: Json = {
             "name": a.name,
             "control_url": a.url,
-            "api_token": a.token,
             "nics": _nics(s.place, a.role),
             "volumes": [volume],
         }

@@ -1,12 +1,16 @@
 """Dependencies of the routes, as ``Annotated`` aliases so signatures stay short.
 
-Authentication is ``Authorization: Bearer <token>``. A token is looked up by its
-SHA-256 digest among the users' and the agents' (``core/security.py``):
+Authentication is ``Authorization: Bearer <token>``. A user's token is looked up by
+its SHA-256 digest among the configured ones (``core/security.py``); an agent's token
+is its heartbeat token, recomputed from the coordinator's key and the agent's name
+(``core/agent_credentials.py``) and compared in constant time:
 
-- no token, or one that is neither: 401 with ``WWW-Authenticate: Bearer``;
-- an agent's token on a user's endpoint: 403, and a user's token on a heartbeat: 403.
+- no token, or one that is neither a user's nor a registered agent's: 401 with
+  ``WWW-Authenticate: Bearer``;
+- an agent's token on a user's endpoint: 403, and a user's token on a heartbeat: 403;
+- an agent's token on another agent's heartbeat: 403 (each agent speaks for itself).
 
-Agents' tokens may only send heartbeats; users' tokens do everything else.
+Agents' tokens may only send their own heartbeats; users' tokens do everything else.
 """
 
 from __future__ import annotations
@@ -15,20 +19,25 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
 
 from reservoir.server.core import security
+from reservoir.server.core.agent_credentials import AgentCredentials
 from reservoir.server.core.config import ServerSettings
+from reservoir.server.errors import NotFoundError
 from reservoir.server.scheduler import Scheduler
+from reservoir.server.tables import Agent
 
 __all__ = [
     "AUTH_RESPONSES",
     "CONFLICT",
     "NOT_FOUND",
     "AgentAuth",
+    "CredentialsDep",
     "Role",
     "SchedulerDep",
     "SessionDep",
@@ -54,6 +63,14 @@ def get_settings(request: Request) -> ServerSettings:
 
 
 SettingsDep = Annotated[ServerSettings, Depends(get_settings)]
+
+
+def get_credentials(request: Request) -> AgentCredentials:
+    credentials: AgentCredentials = request.app.state.credentials
+    return credentials
+
+
+CredentialsDep = Annotated[AgentCredentials, Depends(get_credentials)]
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -83,32 +100,56 @@ NO_TOKEN = "a bearer token is required"
 BAD_TOKEN = "the token is not valid"
 
 
-def role_of(token: str, settings: ServerSettings) -> Role | None:
-    """Whose ``token`` is, or None."""
+def get_token(
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    if bearer is None or not bearer.credentials.strip():
+        raise _unauthorized(NO_TOKEN)
+    return bearer.credentials.strip()
+
+
+TokenDep = Annotated[str, Depends(get_token)]
+
+
+def _heartbeat_owner(session: Session, credentials: AgentCredentials, token: str) -> str | None:
+    """The registered agent whose heartbeat token ``token`` is, by name."""
+    return credentials.heartbeat_owner(token, session.scalars(select(Agent.name)))
+
+
+def role_of(
+    token: str,
+    settings: ServerSettings,
+    credentials: AgentCredentials,
+    sessions: sessionmaker[Session],
+) -> Role | None:
+    """Whose ``token`` is (a user's, or a registered agent's heartbeat token), or None."""
     if security.matches(token, settings.user_digests):
         return Role.USER
-    if security.matches(token, settings.agent_digests):
-        return Role.AGENT
+    with sessions() as session:
+        if _heartbeat_owner(session, credentials, token) is not None:
+            return Role.AGENT
     return None
 
 
-def token_problem(headers: Headers, settings: ServerSettings) -> str | None:
+def token_problem(
+    headers: Headers,
+    settings: ServerSettings,
+    credentials: AgentCredentials,
+    sessions: sessionmaker[Session],
+) -> str | None:
     """Why ``headers`` do not authenticate (the 401's detail), or None: what
     :func:`get_role` checks, from the headers alone, so the app's boundary checks it
     before a body is read (``reservoir.agent.http_boundary``)."""
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return NO_TOKEN
-    return BAD_TOKEN if role_of(token.strip(), settings) is None else None
+    return BAD_TOKEN if role_of(token.strip(), settings, credentials, sessions) is None else None
 
 
 def get_role(
-    settings: SettingsDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request, settings: SettingsDep, credentials: CredentialsDep, token: TokenDep
 ) -> Role:
-    if credentials is None or not credentials.credentials.strip():
-        raise _unauthorized(NO_TOKEN)
-    role = role_of(credentials.credentials.strip(), settings)
+    role = role_of(token, settings, credentials, request.app.state.sessions)
     if role is None:
         raise _unauthorized(BAD_TOKEN)
     return role
@@ -125,9 +166,28 @@ def require_user(role: RoleDep) -> None:
         )
 
 
-def require_agent(role: RoleDep) -> None:
-    if role is not Role.AGENT:
+def require_agent(
+    agent_id: Annotated[str, Path(description="agent id", max_length=36)],
+    settings: SettingsDep,
+    session: SessionDep,
+    credentials: CredentialsDep,
+    token: TokenDep,
+) -> None:
+    """The token is the heartbeat token of agent ``agent_id``."""
+    if security.matches(token, settings.user_digests):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "heartbeats need an agent's token")
+    agent = session.get(Agent, agent_id)
+    if agent is not None and credentials.is_heartbeat_token(agent.name, token):
+        return
+    owner = _heartbeat_owner(session, credentials, token)
+    if owner is None:
+        raise _unauthorized(BAD_TOKEN)
+    if agent is None:
+        raise NotFoundError("agent", agent_id)
+    raise HTTPException(
+        status.HTTP_403_FORBIDDEN,
+        f"this is agent {owner!r}'s token: an agent may only send its own heartbeats",
+    )
 
 
 UserAuth = Depends(require_user)
@@ -141,7 +201,7 @@ def _error(description: str) -> dict[str, Any]:
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _error("no bearer token, or not a valid one (WWW-Authenticate: Bearer)"),
-    403: _error("a valid token of the wrong kind (user vs agent)"),
+    403: _error("a valid token of the wrong kind (user vs agent), or of another agent"),
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _error("no such id; the message names it")}
 CONFLICT = "the request conflicts with the current state; the message says why"

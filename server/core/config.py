@@ -6,7 +6,7 @@ Environment variables are prefixed ``RESERVOIR_SERVER_`` (lists as JSON)::
     RESERVOIR_SERVER_DATABASE_URL=postgresql+psycopg://reservoir@db/reservoir
     RESERVOIR_SERVER_LISTEN=127.0.0.1:8470
     RESERVOIR_SERVER_USER_TOKENS='["<token or sha256:hex>"]'
-    RESERVOIR_SERVER_AGENT_TOKENS='["<token or sha256:hex>"]'
+    RESERVOIR_SERVER_SECRET_KEY_FILE=/etc/reservoir/server.key  # default: beside the database
     RESERVOIR_SERVER_CORS_ORIGINS='["https://dashboard.example"]'
     RESERVOIR_SERVER_SCHEDULER=agents                # or off: transfers are only recorded
     RESERVOIR_SERVER_DATA_DIR=/var/lib/reservoir     # campaign runs go to DATA_DIR/campaigns
@@ -20,10 +20,14 @@ is checked alone first: it holds the ``[server]`` table only, and each key its T
 type (``scheduler_interval = "2"`` is a string, not a number); an unknown table or key
 is refused with the file, the key and what was expected.
 
-Outside development the server refuses to start without user and agent tokens, with
-a plain token shorter than :data:`MIN_TOKEN_LENGTH`, with a token that is both a
-user's and an agent's, or with CORS open to every origin. In development, missing
-tokens are generated and printed once (:func:`with_generated_tokens`).
+Agents have no shared token: each one's tokens are derived from the secret key
+(``secret_key_file``, ``core/agent_credentials.py``); ``agent_tokens`` is refused with
+a pointer to ``reservoir server agent-credentials``.
+
+Outside development the server refuses to start without user tokens, with a plain
+token shorter than :data:`MIN_TOKEN_LENGTH`, or with CORS open to every origin. In
+development, a missing user token is generated and printed once
+(:func:`with_generated_tokens`).
 """
 
 from __future__ import annotations
@@ -74,6 +78,12 @@ ENV_PREFIX = "RESERVOIR_SERVER_"
 MIN_TOKEN_LENGTH = 24
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # every JSON body of the API is far smaller
 DEFAULT_MAX_UPLOAD_BYTES = 128 << 20  # a long campaign's results.json is tens of MB
+KEY_FILE = "server.key"
+NO_SHARED_AGENT_TOKENS = (
+    "agents no longer share tokens: each agent's are derived from the coordinator's "
+    "secret key; remove it and give every agent what `reservoir server agent-credentials "
+    "NAME` prints"
+)
 
 
 class SettingsError(ValueError):
@@ -103,7 +113,12 @@ class _ServerFields(BaseModel):
     database_url: str = Field(default_factory=default_database_url, min_length=1)
     listen: str = DEFAULT_LISTEN
     user_tokens: list[SecretStr] = Field(default_factory=list)
-    agent_tokens: list[SecretStr] = Field(default_factory=list)
+    secret_key_file: Path | None = Field(
+        default=None,
+        description="the key every agent's tokens are derived from (made 0600 if missing); "
+        f"default: {KEY_FILE} in data_dir, else in the SQLite database's folder, else in "
+        "$XDG_STATE_HOME/reservoir",
+    )
     cors_origins: list[str] = Field(default_factory=list)
     scheduler: Literal["agents", "off"] = Field(
         default="agents",
@@ -142,6 +157,13 @@ class _ServerFields(BaseModel):
         parse_listen(value)
         return value
 
+    @field_validator("user_tokens")
+    @classmethod
+    def _spelling(cls, value: list[SecretStr]) -> list[SecretStr]:
+        for token in value:
+            security.check_spelling(token.get_secret_value())
+        return value
+
 
 class ServerFile(_ServerFields):
     """The ``[server]`` table of a settings file, checked alone: no unknown key, and
@@ -155,15 +177,9 @@ class ServerSettings(_ServerFields, BaseSettings):
 
     @model_validator(mode="after")
     def _secure(self) -> ServerSettings:
-        if set(self.user_digests) & set(self.agent_digests):
-            raise ValueError("a token may not be both a user's and an agent's")
         if self.environment == "development":
             return self
-        for kind, tokens in (
-            ("user_tokens", self.user_tokens),
-            ("agent_tokens", self.agent_tokens),
-        ):
-            _check_tokens(kind, tokens)
+        _check_tokens("user_tokens", self.user_tokens)
         if "*" in self.cors_origins:
             raise ValueError("cors_origins may not be '*' outside development")
         return self
@@ -173,8 +189,9 @@ class ServerSettings(_ServerFields, BaseSettings):
         return frozenset(security.to_digest(t.get_secret_value()) for t in self.user_tokens)
 
     @property
-    def agent_digests(self) -> frozenset[str]:
-        return frozenset(security.to_digest(t.get_secret_value()) for t in self.agent_tokens)
+    def secret_key_path(self) -> Path:
+        """:attr:`secret_key_file`, or ``server.key`` in :attr:`data_path`."""
+        return self.secret_key_file or self.data_path / KEY_FILE
 
     @property
     def host(self) -> str:
@@ -232,6 +249,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> ServerS
     """
     table = _read_table(Path(config)) if config is not None else {}
     given = {k: v for k, v in overrides.items() if v is not None}
+    _refuse_shared_agent_tokens(table, given)
 
     class _Layered(ServerSettings):
         @classmethod
@@ -251,6 +269,13 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> ServerS
         raise SettingsError(first_error(exc)) from None
 
 
+def _refuse_shared_agent_tokens(*sources: dict[str, Any]) -> None:
+    if any("agent_tokens" in source for source in sources):
+        raise SettingsError(f"server.agent_tokens: {NO_SHARED_AGENT_TOKENS}")
+    if f"{ENV_PREFIX}AGENT_TOKENS" in os.environ:
+        raise SettingsError(f"{ENV_PREFIX}AGENT_TOKENS is set: {NO_SHARED_AGENT_TOKENS}")
+
+
 def first_error(exc: ValidationError) -> str:
     """The first problem, without the input value (it may be a token)."""
     err = exc.errors(include_input=False)[0]
@@ -260,17 +285,13 @@ def first_error(exc: ValidationError) -> str:
 
 
 def with_generated_tokens(settings: ServerSettings) -> tuple[ServerSettings, dict[str, str]]:
-    """In development, a user and an agent token for the lists left empty.
+    """In development, a user token if none is set.
 
-    Returns the new settings and the generated tokens (``{"user": ..., "agent": ...}``),
-    for the caller to print once; outside development, ``settings`` unchanged.
+    Returns the new settings and the generated token (``{"user": ...}``), for the
+    caller to print once; outside development or with user tokens, ``settings``
+    unchanged.
     """
-    if not settings.development:
+    if not settings.development or settings.user_tokens:
         return settings, {}
-    made: dict[str, str] = {}
-    update: dict[str, list[SecretStr]] = {}
-    for kind in ("user", "agent"):
-        if not getattr(settings, f"{kind}_tokens"):
-            made[kind] = security.generate_token()
-            update[f"{kind}_tokens"] = [SecretStr(made[kind])]
-    return settings.model_copy(update=update), made
+    made = {"user": security.generate_token()}
+    return settings.model_copy(update={"user_tokens": [SecretStr(made["user"])]}), made

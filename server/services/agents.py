@@ -69,7 +69,6 @@ def create(session: Session, body: AgentCreate) -> Agent:
     agent = Agent(
         name=body.name,
         control_url=str(body.control_url),
-        api_token=body.api_token.get_secret_value(),
         capabilities=list(body.capabilities),
         registered_at=utcnow(),
         status="registered",

@@ -48,7 +48,6 @@ pytestmark = pytest.mark.integration
 
 Json = dict[str, Any]
 USER = "browser-campaigns-user-token-0123456789"
-AGENT = "browser-campaigns-agent-token-012345678"
 
 
 def results(run_id: str) -> CampaignRun:
@@ -226,7 +225,6 @@ def local(lab: DashboardLab, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     settings = ServerSettings(
         database_url=f"sqlite:///{work / 'server.db'}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler="off",
         campaign_command=[sys.executable, str(work / "stand_in.py"), str(work / "template.json")],
     )

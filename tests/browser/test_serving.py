@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from reservoir.server import ServerSettings, create_app, web
 
 USER = "serving-user-token-0123456789abcdef"
-AGENT = "serving-agent-token-0123456789abcdef"
 
 
 class Client:
@@ -37,7 +36,6 @@ def client(tmp_path: Path) -> Client:
     settings = ServerSettings(
         database_url=f"sqlite:///{tmp_path / 'server.db'}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler="off",
     )
     return Client(create_app(settings))

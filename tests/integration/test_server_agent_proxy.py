@@ -1,7 +1,9 @@
 """An agent's /info and iperf3 API through the coordinator, on loopback: a real
 coordinator (uvicorn in a thread, temporary SQLite) and a real agent (uvicorn in a
-thread), as test_server_scheduler.py runs them. Registered beside the agent: one whose
-control URL nobody listens on, and one registered with a token the agent refuses."""
+thread), as test_server_scheduler.py runs them, configured with the digest of the
+coordinator's token for it. Registered beside the agent: one whose control URL nobody
+listens on, and one registered at the agent's URL under another name (so with another
+agent's token, which the agent refuses)."""
 
 from __future__ import annotations
 
@@ -20,14 +22,13 @@ from reservoir.agent.control.info import congestion_control
 from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings
 from reservoir.server import make_server as make_coordinator
+from reservoir.server.core.agent_credentials import AgentCredentials
 
 from .servers import running
 
 pytestmark = pytest.mark.integration
 
 USER = "itest-user-token-0123456789abcdef"
-AGENT = "itest-agent-token-0123456789abcdef"
-AGENT_API = "itest-agents-api-token-0123456789"
 Json = dict[str, Any]
 
 
@@ -36,11 +37,11 @@ class Site:
     c: httpx.Client  # the coordinator's API, with a user's token
     up: str  # the real agent's id at the coordinator
     down: str  # an agent nobody answers for
-    wrong_token: str  # the real agent, registered with a token it does not know
+    wrong_token: str  # the real agent, registered under a name whose token it does not know
 
 
-def register(c: httpx.Client, name: str, port: int, token: str = AGENT_API) -> str:
-    body = {"name": name, "control_url": f"http://127.0.0.1:{port}", "api_token": token}
+def register(c: httpx.Client, name: str, port: int) -> str:
+    body = {"name": name, "control_url": f"http://127.0.0.1:{port}"}
     r = c.post("/agents", json=body)
     assert r.status_code == 201, r.text
     agent_id: str = r.json()["id"]
@@ -50,10 +51,11 @@ def register(c: httpx.Client, name: str, port: int, token: str = AGENT_API) -> s
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     tmp = tmp_path_factory.mktemp("agent-proxy")
+    credentials = AgentCredentials.from_file(tmp / "server.key")  # the coordinator's, below
     agent_settings = AgentSettings(
         name="edge-a",
         listen=f"127.0.0.1:{free_port()}",
-        tokens=[AGENT_API],  # type: ignore[list-item]  # pydantic makes it a SecretStr
+        tokens=[credentials.control_digest("edge-a")],  # type: ignore[list-item]
         state_dir=tmp / "edge-a",
         cwnd_caps="off",
     )
@@ -62,7 +64,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         database_url=f"sqlite:///{tmp / 'server.db'}",
         listen=f"127.0.0.1:{port}",
         user_tokens=[USER],  # type: ignore[list-item]
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler="off",
     )
     agent_server = make_agent_server(agent_settings, Agent(agent_settings))
@@ -79,7 +80,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             c,
             up=register(c, "edge-a", agent_settings.port),
             down=register(c, "edge-down", free_port()),
-            wrong_token=register(c, "edge-wrong", agent_settings.port, "not-the-agents-token-0"),
+            wrong_token=register(c, "edge-wrong", agent_settings.port),
         )
 
 

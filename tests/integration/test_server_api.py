@@ -14,6 +14,7 @@ from alembic.migration import MigrationContext
 
 from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings, make_server
+from reservoir.server.core.agent_credentials import AgentCredentials
 from reservoir.server.db import make_engine, upgrade
 from reservoir.server.tables import Base
 
@@ -22,8 +23,6 @@ from .servers import running
 pytestmark = pytest.mark.integration
 
 USER = "itest-user-token-0123456789abcdef"
-AGENT = "itest-agent-token-0123456789abcdef"
-AGENT_API_TOKEN = "the-agents-own-api-token-0123"
 MiB = 1 << 20
 Json = dict[str, Any]
 
@@ -33,7 +32,6 @@ def settings_for(db: Path) -> ServerSettings:
         database_url=f"sqlite:///{db}",
         listen=f"127.0.0.1:{free_port()}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler="off",  # the API alone: the agents registered here do not exist
     )
 
@@ -53,10 +51,20 @@ def client(url: str, token: str | None = USER) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    db = tmp_path_factory.mktemp("server") / "server.db"
-    with serve_in_thread(settings_for(db)) as url:
+def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("server")
+
+
+@pytest.fixture(scope="module")
+def api(server_dir: Path) -> Iterator[str]:
+    with serve_in_thread(settings_for(server_dir / "server.db")) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def credentials(api: str, server_dir: Path) -> AgentCredentials:
+    """What the coordinator derives each agent's tokens from (its key beside its database)."""
+    return AgentCredentials.from_file(server_dir / "server.key")
 
 
 def created(r: httpx.Response) -> Json:
@@ -69,7 +77,6 @@ def register(c: httpx.Client, name: str, size: int = 64 * MiB) -> Json:
     body = {
         "name": name,
         "control_url": "http://127.0.0.1:8740",
-        "api_token": AGENT_API_TOKEN,
         "nics": [{"name": "eth1", "address": "10.0.0.1", "speed_bps": 10**10}],
         "volumes": [{"name": "vol0", "path": "/dev/vdb", "size_bytes": size}],
         "capabilities": ["io_uring"],
@@ -138,18 +145,22 @@ def test_missing_or_wrong_token_is_401(api: str, token: str | None, method: str,
 @pytest.mark.parametrize(
     ("method", "path"), [("GET", "/agents"), ("POST", "/volume-sets"), ("GET", "/transfers")]
 )
-def test_agent_token_on_user_endpoints_is_403(api: str, method: str, path: str) -> None:
-    with client(api, token=AGENT) as c:
+def test_agent_token_on_user_endpoints_is_403(
+    api: str, credentials: AgentCredentials, method: str, path: str
+) -> None:
+    with client(api) as c:
+        name = register(c, f"user-ep-{method}-{path.strip('/')}")["name"]
+    with client(api, token=credentials.heartbeat_token(name)) as c:
         r = c.request(method, path, json={})
     assert r.status_code == 403
     assert "user's token" in r.json()["detail"]
 
 
-def test_heartbeat_takes_an_agent_token_only(api: str) -> None:
+def test_heartbeat_takes_an_agent_token_only(api: str, credentials: AgentCredentials) -> None:
     with client(api) as c:
         agent = register(c, "hb-agent")
         assert c.post(f"/agents/{agent['id']}/heartbeat", json={}).status_code == 403
-    with client(api, token=AGENT) as c:
+    with client(api, token=credentials.heartbeat_token("hb-agent")) as c:
         r = c.post(f"/agents/{agent['id']}/heartbeat", json={"status": "ok", "version": "0.1.0"})
         assert r.status_code == 200, r.text
         assert r.json()["last_heartbeat_at"] is not None and r.json()["version"] == "0.1.0"
@@ -185,7 +196,7 @@ def test_bad_requests_are_422_with_field_paths(api: str) -> None:
     def fields(r: httpx.Response) -> set[tuple[str | int, ...]]:
         return {tuple(e["loc"]) for e in r.json()["detail"]}
 
-    assert {("body", "name"), ("body", "control_url"), ("body", "api_token")} <= fields(agent)
+    assert {("body", "name"), ("body", "control_url")} <= fields(agent)
     assert ("body", "volumes", 0, "size_bytes") in fields(agent)
     assert {("body", "members"), ("body", "stripe_unit")} <= fields(vset)
     assert ("body", "streams_per_pair") in fields(transfer)
@@ -266,10 +277,16 @@ def test_migrations_match_the_models(tmp_path: Path) -> None:
     assert diffs == []
 
 
-def test_secrets_are_never_logged(api: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_secrets_are_never_logged(
+    api: str, credentials: AgentCredentials, caplog: pytest.LogCaptureFixture
+) -> None:
+    heartbeat = credentials.heartbeat_token("quiet-agent")
     with caplog.at_level("DEBUG"), client(api) as c:
-        register(c, "quiet-agent")
+        agent = register(c, "quiet-agent")
         c.get("/agents")
         c.get("/agents", headers={"Authorization": "Bearer wrong-token-0123456789abcdef"})
-    for secret in (USER, AGENT_API_TOKEN, "wrong-token-0123456789abcdef"):
+        beat = {"Authorization": f"Bearer {heartbeat}"}
+        assert c.post(f"/agents/{agent['id']}/heartbeat", json={}, headers=beat).status_code == 200
+    secrets = (USER, heartbeat, credentials.control_token("quiet-agent"), "wrong-token-0123")
+    for secret in secrets:
         assert secret not in caplog.text

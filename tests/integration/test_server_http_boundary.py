@@ -15,7 +15,9 @@ import pytest
 from reservoir.server import ServerSettings
 
 from .httpraw import captured_logs, send_partly
-from .test_server_api import AGENT_API_TOKEN, USER, client, serve_in_thread, settings_for
+from .test_server_api import USER, client, serve_in_thread, settings_for
+
+AGENT_API_TOKEN = "a-secret-that-must-never-come-back-0123456789"  # refused, never echoed
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +48,6 @@ def agent_body(**changes: object) -> dict[str, object]:
     body: dict[str, object] = {
         "name": "boundary-agent",
         "control_url": "http://127.0.0.1:8740",
-        "api_token": AGENT_API_TOKEN,
         "nics": [{"name": "eth1", "address": "10.0.0.1", "speed_bps": 10**10}],
         "volumes": [{"name": "vol0", "path": "/dev/vdb", "size_bytes": 64 * MiB}],
     }
@@ -121,7 +122,12 @@ def test_a_chunked_body_without_a_token_is_401_before_it_ends(
 
 def test_a_422_names_the_fields_without_echoing_the_token_or_the_input(api: str) -> None:
     long_name = "n" * 200_000
-    body = agent_body(name=long_name, nics="not a list", volumes=[{"size_bytes": "many"}])
+    body = agent_body(
+        name=long_name,
+        nics="not a list",
+        volumes=[{"size_bytes": "many"}],
+        api_token=AGENT_API_TOKEN,
+    )
     with client(api) as c:
         r = c.post("/agents", json=body)
     assert r.status_code == 422
@@ -134,7 +140,7 @@ def test_a_422_names_the_fields_without_echoing_the_token_or_the_input(api: str)
 
 def test_a_422_of_a_body_of_the_wrong_shape_does_not_echo_it(api: str) -> None:
     with client(api) as c:
-        r = c.post("/agents", json=[agent_body()])
+        r = c.post("/agents", json=[agent_body(api_token=AGENT_API_TOKEN)])
     assert r.status_code == 422
     assert AGENT_API_TOKEN not in r.text
     [error] = r.json()["detail"]
@@ -155,7 +161,7 @@ def test_an_invalid_json_body_is_422_without_echoing_it(api: str) -> None:
     with client(api) as c:
         r = c.post(
             "/agents",
-            content=json.dumps(agent_body())[:-1],
+            content=json.dumps(agent_body(api_token=AGENT_API_TOKEN))[:-1],
             headers={"Content-Type": "application/json"},
         )
     assert r.status_code == 422
@@ -204,9 +210,9 @@ def test_nan_inside_a_string_is_only_text(api: str) -> None:
 
 def test_a_refused_body_leaves_no_token_in_the_log(api: str) -> None:
     with captured_logs() as logs, client(api) as c:
-        text = json.dumps(agent_body(nics=None))[:-1] + ', "x": NaN}'
+        text = json.dumps(agent_body(nics=None, api_token=AGENT_API_TOKEN))[:-1] + ', "x": NaN}'
         shaped = raw_json(c, "/agents", f"[{text}]")
-        typed = c.post("/agents", json=[agent_body()])
+        typed = c.post("/agents", json=[agent_body(api_token=AGENT_API_TOKEN)])
     assert shaped.status_code == typed.status_code == 422
     assert AGENT_API_TOKEN not in logs.text
 

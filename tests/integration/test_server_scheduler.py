@@ -28,6 +28,7 @@ from reservoir.agent.transfer import copy as engine_copy
 from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings
 from reservoir.server import make_server as make_coordinator
+from reservoir.server.core.agent_credentials import AgentCredentials
 
 from .servers import running
 
@@ -37,8 +38,6 @@ MiB = 1 << 20
 MEMBER = 16 * MiB
 STREAM_RATE = 3 * MiB  # bytes/s per stream: a leg of 2 streams takes ~3 s
 USER = "itest-user-token-0123456789abcdef"
-AGENT = "itest-agent-token-0123456789abcdef"
-AGENT_API = "itest-agents-api-token-0123456789"
 IQN = "iqn.2026-11.org.reservoir:itest-b"
 Json = dict[str, Any]
 
@@ -58,11 +57,14 @@ async def paced_copy(
     return await engine_copy(source, dest, options, progress=progress)
 
 
-def agent_settings(state: Path, port: int, target: Path | None = None) -> AgentSettings:
+def agent_settings(
+    state: Path, port: int, accepted: str, target: Path | None = None
+) -> AgentSettings:
+    """An agent accepting the token of digest ``accepted``."""
     return AgentSettings(
         name=state.name,
         listen=f"127.0.0.1:{port}",
-        tokens=[AGENT_API],  # type: ignore[list-item]
+        tokens=[accepted],  # type: ignore[list-item]
         state_dir=state,
         target_config=target,
         cwnd_caps="pacing-rate",  # the agent runs in the test process: no cgroup move
@@ -82,7 +84,6 @@ def coordinator(db: Path, port: int) -> Iterator[httpx.Client]:
         database_url=f"sqlite:///{db}",
         listen=f"127.0.0.1:{port}",
         user_tokens=[USER],  # type: ignore[list-item]
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler_interval=0.2,
     )
     with running(make_coordinator(settings), "coordinator"):
@@ -117,9 +118,13 @@ class Site:
         )
         self.target = tmp / "target.toml"
         tcfg.save(config, self.target)
-        self.a = agent_settings(tmp / "agent-a", free_port())
-        self.b = agent_settings(tmp / "agent-b", free_port(), self.target)
         self.db = tmp / "server.db"
+        # the coordinator's key, beside its database: what it derives for agents a and b
+        credentials = AgentCredentials.from_file(tmp / "server.key")
+        self.a = agent_settings(tmp / "agent-a", free_port(), credentials.control_digest("a"))
+        self.b = agent_settings(
+            tmp / "agent-b", free_port(), credentials.control_digest("b"), self.target
+        )
         self.port = free_port()
 
     def register(self, c: httpx.Client) -> Json:
@@ -131,7 +136,6 @@ class Site:
                 json={
                     "name": "a",
                     "control_url": f"http://127.0.0.1:{self.a.port}",
-                    "api_token": AGENT_API,
                     "nics": lo,
                     "volumes": [
                         {"name": f"f{i}", "path": str(p), "size_bytes": MEMBER}
@@ -146,7 +150,6 @@ class Site:
                 json={
                     "name": "b",
                     "control_url": f"http://127.0.0.1:{self.b.port}",
-                    "api_token": AGENT_API,
                     "nics": lo,
                     "volumes": [
                         {

@@ -14,13 +14,11 @@ from hypothesis import HealthCheck, settings
 from reservoir.server import ServerSettings, create_app
 
 USER = "user-token-for-schemathesis-0123456789"
-AGENT = "agent-token-for-schemathesis-0123456"
 
 _DB_DIR = tempfile.TemporaryDirectory(prefix="reservoir-schemathesis-")
 _SETTINGS = ServerSettings(
     database_url=f"sqlite:///{Path(_DB_DIR.name) / 'server.db'}",
     user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-    agent_tokens=[AGENT],  # type: ignore[list-item]
     scheduler="off",  # the API alone: nothing to run transfers on
 )
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", create_app(_SETTINGS))

@@ -31,7 +31,6 @@ from .servers import running
 pytestmark = pytest.mark.integration
 
 USER = "cli-itest-user-token-0123456789abcdef"
-AGENT = "cli-itest-agent-token-0123456789abcdef"
 WRONG = "cli-itest-wrong-token-0123456789abcdef"
 MiB = 1 << 20
 Json = dict[str, Any]
@@ -56,7 +55,6 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         database_url=f"sqlite:///{db}",
         listen=f"127.0.0.1:{free_port()}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=[AGENT],  # type: ignore[list-item]
     )
     with serve_in_thread(settings) as url:
         yield url
@@ -78,7 +76,6 @@ def sites(api: str) -> Json:
             body = {
                 "name": name,
                 "control_url": "http://127.0.0.1:8740",
-                "api_token": "the-agents-own-api-token-0123",
                 "nics": [{"name": "eth1", "address": "10.0.0.1", "speed_bps": 10**10}],
                 "volumes": [{"name": "vol0", "path": "/dev/vdb", "size_bytes": 64 * MiB}],
             }

@@ -14,7 +14,6 @@ TCP's own pacing counts the payload of what it sends (payload = rate).
 from __future__ import annotations
 
 import os
-import secrets
 import statistics
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reservoir.lab._coord_site import AgentProc, inside
+from reservoir.lab._coord_site import AgentProc, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.spec import parse
 from reservoir.pacing import nic
@@ -48,14 +47,14 @@ def lab() -> Iterator[Lab]:
 class Agents:
     def __init__(self, lab: Lab, work: Path, size: int) -> None:
         self.lab, self.size = lab, size
-        token = secrets.token_hex(16)
+        creds = site_credentials(work)
         source, self.lun = work / "source.img", work / "lun.img"
         source.write_bytes(os.urandom(size))
         with open(self.lun, "wb") as f:
             f.truncate(size)
-        self.src = AgentProc(lab, "src", "l1", SRC, 8481, work, token, source)
-        self.dst = AgentProc(lab, "dst", "l1", DST, 8482, work, token, self.lun, IQN)
-        self.headers = {"Authorization": f"Bearer {token}"}
+        self.src = AgentProc(lab, "src", "l1", SRC, 8481, work, creds, source)
+        self.dst = AgentProc(lab, "dst", "l1", DST, 8482, work, creds, self.lun, IQN)
+        self.headers = {"Authorization": f"Bearer {self.src.token}"}
 
     def api(self, method: str, path: str, **kw: Any) -> Any:
         with inside(self.lab.ns("src")):

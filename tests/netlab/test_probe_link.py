@@ -6,7 +6,6 @@ recommendation must fit the link."""
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reservoir.lab._coord_site import AgentProc, Coordinator, inside
+from reservoir.lab._coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.spec import parse
 
@@ -54,7 +53,6 @@ def register(c: httpx.Client, agents: list[AgentProc]) -> str:
         body: Json = {
             "name": agent.name,
             "control_url": agent.url,
-            "api_token": agent.token,
             "nics": [{"name": "l1", "address": agent.addr, "speed_bps": 10**10}],
         }
         ids.append(ok(c.post("/agents", json=body))["id"])
@@ -73,9 +71,9 @@ def register(c: httpx.Client, agents: list[AgentProc]) -> str:
 def test_coordinator_probe_of_a_200_mbit_link_recommends_from_plausible_rates(
     lab: Lab, tmp_path: Path
 ) -> None:
-    token = secrets.token_hex(16)
+    creds = site_credentials(tmp_path)  # the coordinator's, below
     agents = [
-        AgentProc(lab, host, "l1", addr, port, tmp_path, token, tmp_path / "none", host=host)
+        AgentProc(lab, host, "l1", addr, port, tmp_path, creds, tmp_path / "none", host=host)
         for host, addr, port in (("a", A, 8491), ("b", B, 8492))
     ]
     coordinator = Coordinator(lab, A, tmp_path, host="a")

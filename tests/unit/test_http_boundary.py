@@ -27,7 +27,6 @@ from reservoir.agent.http_boundary import (
 from reservoir.server import ServerSettings, create_app
 
 USER = "unit-user-token-0123456789abcdef"
-AGENT = "unit-agent-token-0123456789abcdef"
 WRONG = "wrong-token-0123456789abcdef"
 BODY_METHODS = ("post", "put", "patch")
 
@@ -100,7 +99,6 @@ def coordinator(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
     settings = ServerSettings(
         database_url=f"sqlite:///{db}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler="off",
         max_body_bytes=4096,
     )

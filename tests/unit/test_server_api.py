@@ -14,7 +14,6 @@ from fastapi import FastAPI
 from reservoir.server import ServerSettings, create_app, db
 
 USER = "unit-user-token-0123456789abcdef"
-AGENT = "unit-agent-token-0123456789abcdef"
 MiB = 1 << 20
 Json = dict[str, Any]
 
@@ -41,7 +40,6 @@ def api(tmp_path: Path) -> Iterator[httpx.Client]:
     settings = ServerSettings(
         database_url=f"sqlite:///{tmp_path / 'server.db'}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=[AGENT],  # type: ignore[list-item]
         scheduler="off",  # the API alone: the agents registered here do not exist
     )
     engine = db.make_engine(settings.database_url)
@@ -65,7 +63,6 @@ def agent(c: httpx.Client, name: str, volumes: int = 1, size: int = 64 * MiB) ->
     body = {
         "name": name,
         "control_url": "http://127.0.0.1:8740",
-        "api_token": "agent-api-token-0123456789",
         "nics": [{"name": "eth0", "address": "10.0.0.1", "speed_bps": 10**10}],
         "volumes": [
             {"name": f"v{i}", "path": f"/v{i}", "size_bytes": size} for i in range(volumes)
@@ -93,17 +90,18 @@ def link(c: httpx.Client, name: str, a: Json, b: Json) -> Json:
     return ok(c.post("/links", json=body))
 
 
-def test_agent_token_is_never_returned(api: httpx.Client) -> None:
-    created = agent(api, "a1")
-    listed = api.get("/agents").json()
-    for body in (created, listed[0]):
-        assert "api_token" not in body and body["has_api_token"] is True
-    assert "agent-api-token" not in (api.get(f"/agents/{created['id']}")).text
+def test_an_api_token_at_registration_is_refused_and_not_echoed(api: httpx.Client) -> None:
+    body = {"name": "a1", "control_url": "http://h:1", "api_token": "agent-api-token-0123"}
+    r = api.post("/agents", json=body)
+    assert r.status_code == 422
+    assert "reservoir server agent-credentials" in r.text
+    assert "agent-api-token-0123" not in r.text
+    assert api.get("/agents").json() == []
 
 
 def test_duplicate_agent_name_is_409(api: httpx.Client) -> None:
     agent(api, "a1")
-    r = api.post("/agents", json={"name": "a1", "control_url": "http://h:1", "api_token": "x" * 20})
+    r = api.post("/agents", json={"name": "a1", "control_url": "http://h:1"})
     assert r.status_code == 409
     assert r.json()["detail"] == "an agent named 'a1' is registered already"
 
@@ -126,7 +124,6 @@ def test_a_speed_beyond_any_nic_is_422_not_a_database_overflow(api: httpx.Client
     body = {
         "name": "a1",
         "control_url": "http://127.0.0.1:8740",
-        "api_token": "agent-api-token-0123456789",
         "nics": [
             {"name": "eth0", "address": "10.0.0.1", "speed_bps": 4719950295536288820031913984}
         ],

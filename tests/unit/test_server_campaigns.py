@@ -39,12 +39,12 @@ from reservoir.lab.campaign._results import (
 )
 from reservoir.server import ServerSettings, create_app, db
 from reservoir.server.campaign_upload import add_upload_parser
+from reservoir.server.core.agent_credentials import AgentCredentials
 from reservoir.server.core.config import DEFAULT_MAX_BODY_BYTES
 from reservoir.server.tables import CampaignRun as RunRow
 from reservoir.server.tables import new_id, utcnow
 
 USER = "unit-user-token-0123456789abcdef"
-AGENT = "unit-agent-token-0123456789abcdef"
 Json = dict[str, Any]
 
 # The stand-in runner: CAMPAIGN [--quick] --out DIR after its MODE and the results to
@@ -177,7 +177,6 @@ def settings(tmp_path: Path, fake_runner: Path, template: Path) -> Settings:
         return ServerSettings(
             database_url=f"sqlite:///{tmp_path / 'server.db'}",
             user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-            agent_tokens=[AGENT],  # type: ignore[list-item]
             scheduler="off",
             campaign_command=[sys.executable, str(fake_runner), mode, str(template)],
         )
@@ -471,10 +470,12 @@ def test_the_shipped_campaigns_are_listed_with_estimates(settings: Settings) -> 
     assert {"failover", "lfn-2x500m-100ms", "lossy", "sc2003-scaled"} <= set(available)
 
 
-def test_campaigns_need_a_users_token(settings: Settings) -> None:
+def test_campaigns_need_a_users_token(settings: Settings, tmp_path: Path) -> None:
     with coordinator(settings()) as c:
         assert c.get("/campaigns", headers={"Authorization": ""}).status_code == 401
-        agent = {"Authorization": f"Bearer {AGENT}"}
+        ok(c.post("/agents", json={"name": "a1", "control_url": "http://127.0.0.1:9"}), 201)
+        token = AgentCredentials.from_file(tmp_path / "server.key").heartbeat_token("a1")
+        agent = {"Authorization": f"Bearer {token}"}
         assert c.post("/campaigns", json={"campaign": "loopback"}, headers=agent).status_code == 403
         assert c.get("/campaigns/available", headers=agent).status_code == 403
 

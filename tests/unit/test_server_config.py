@@ -46,34 +46,52 @@ def test_production_refuses_short_tokens_without_showing_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("RESERVOIR_SERVER_USER_TOKENS", '["short-secret"]')
-    monkeypatch.setenv("RESERVOIR_SERVER_AGENT_TOKENS", f'["{AGENT}"]')
     with pytest.raises(SettingsError, match=f"{MIN_TOKEN_LENGTH} characters") as info:
         load_settings()
     assert "short-secret" not in str(info.value)
 
 
-def test_a_token_may_not_be_both_a_users_and_an_agents() -> None:
-    with pytest.raises(SettingsError, match="both a user's and an agent's"):
-        load_settings(user_tokens=[USER], agent_tokens=[security.hash_token(USER)])
+def test_shared_agent_tokens_are_refused_pointing_at_agent_credentials(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[server]\nuser_tokens = ["{USER}"]\nagent_tokens = ["{AGENT}"]\n')
+    with pytest.raises(SettingsError, match="agent-credentials") as info:
+        load_settings(path)
+    assert "server.agent_tokens" in str(info.value) and AGENT not in str(info.value)
+
+
+def test_shared_agent_tokens_in_the_environment_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RESERVOIR_SERVER_AGENT_TOKENS", f'["{AGENT}"]')
+    with pytest.raises(SettingsError, match=r"RESERVOIR_SERVER_AGENT_TOKENS .*agent-credentials"):
+        load_settings(user_tokens=[USER])
+
+
+def test_the_secret_key_lives_beside_the_sqlite_database_by_default(tmp_path: Path) -> None:
+    default = load_settings(user_tokens=[USER])
+    assert default.secret_key_path == tmp_path / "state" / "reservoir" / "server.key"
+    beside = load_settings(user_tokens=[USER], database_url=f"sqlite:///{tmp_path / 'x.db'}")
+    assert beside.secret_key_path == tmp_path / "server.key"
+    given = load_settings(user_tokens=[USER], secret_key_file=tmp_path / "k")
+    assert given.secret_key_path == tmp_path / "k"
 
 
 def test_cors_open_to_everyone_is_refused_outside_development() -> None:
     with pytest.raises(SettingsError, match="cors_origins"):
-        load_settings(user_tokens=[USER], agent_tokens=[AGENT], cors_origins=["*"])
+        load_settings(user_tokens=[USER], cors_origins=["*"])
 
 
 def test_defaults_are_loopback_sqlite_and_no_cors(tmp_path: Path) -> None:
-    settings = load_settings(user_tokens=[USER], agent_tokens=[AGENT])
+    settings = load_settings(user_tokens=[USER])
     assert (settings.host, settings.port) == ("127.0.0.1", 8470)
     assert settings.database_url == f"sqlite:///{tmp_path / 'state' / 'reservoir' / 'server.db'}"
     assert settings.cors_origins == []
 
 
 def test_hashed_tokens_are_accepted_and_only_digests_are_compared() -> None:
-    settings = load_settings(user_tokens=[security.hash_token(USER)], agent_tokens=[AGENT])
+    settings = load_settings(user_tokens=[security.hash_token(USER)])
     assert security.matches(USER, settings.user_digests)
     assert not security.matches(AGENT, settings.user_digests)
-    assert security.matches(AGENT, settings.agent_digests)
+    assert not security.matches(security.hash_token(USER), settings.user_digests)
 
 
 def test_command_line_beats_environment_beats_file(
@@ -82,7 +100,7 @@ def test_command_line_beats_environment_beats_file(
     path = write(
         tmp_path,
         f'[server]\nlisten = "127.0.0.1:1"\ndatabase_url = "sqlite:///file.db"\n'
-        f'user_tokens = ["{security.hash_token(USER)}"]\nagent_tokens = ["{AGENT}"]\n',
+        f'user_tokens = ["{security.hash_token(USER)}"]\n',
     )
     monkeypatch.setenv("RESERVOIR_SERVER_LISTEN", "127.0.0.1:2")
     settings = load_settings(path, listen=None, database_url="sqlite:///cli.db")
@@ -98,20 +116,21 @@ def test_config_file_without_a_server_table_is_refused(tmp_path: Path) -> None:
 
 def test_bad_listen_address_is_refused() -> None:
     with pytest.raises(SettingsError, match=r"server\.listen"):
-        load_settings(listen="nowhere", user_tokens=[USER], agent_tokens=[AGENT])
+        load_settings(listen="nowhere", user_tokens=[USER])
 
 
-def test_development_generates_missing_tokens_once() -> None:
-    settings = load_settings(environment="development", user_tokens=[USER])
+def test_development_generates_a_missing_user_token_once() -> None:
+    settings = load_settings(environment="development")
     settings, made = with_generated_tokens(settings)
-    assert set(made) == {"agent"}
-    assert len(made["agent"]) >= MIN_TOKEN_LENGTH
-    assert security.matches(made["agent"], settings.agent_digests)
-    assert security.matches(USER, settings.user_digests)
+    assert set(made) == {"user"}
+    assert len(made["user"]) >= MIN_TOKEN_LENGTH
+    assert security.matches(made["user"], settings.user_digests)
+    again = load_settings(environment="development", user_tokens=[USER])
+    assert with_generated_tokens(again) == (again, {})
 
 
 def test_production_settings_get_no_generated_tokens() -> None:
-    settings = ServerSettings(user_tokens=[USER], agent_tokens=[AGENT])  # type: ignore[list-item]
+    settings = ServerSettings(user_tokens=[USER])  # type: ignore[list-item]
     assert with_generated_tokens(settings) == (settings, {})
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from reservoir.server import db
 from reservoir.server.tables import Base
@@ -35,3 +36,38 @@ def test_the_stream_limits_migration_goes_down_and_up_again() -> None:
 
 def _columns(engine: Engine, table: str) -> set[str]:
     return {c["name"] for c in inspect(engine).get_columns(table)}
+
+
+CLEAR = "the-agents-own-api-token-0123"
+
+
+def test_the_credentials_migration_leaves_no_clear_agent_token_in_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "server.db"
+    engine = db.make_engine(f"sqlite:///{path}")
+    command.upgrade(db.alembic_config(engine), "0009")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO agents (id, name, control_url, api_token, capabilities, status,"
+                " registered_at) VALUES ('1', 'a', 'http://h:1', :token, '[]', 'registered',"
+                " '2026-11-01T00:00:00')"
+            ),
+            {"token": CLEAR},
+        )
+    db.upgrade(engine)
+    engine.dispose()
+    assert "api_token" not in _columns(db.make_engine(f"sqlite:///{path}"), "agents")
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("server.db*"))
+    assert CLEAR.encode() not in raw
+    assert b"http://h:1" in raw  # the agent itself is kept
+
+
+def test_the_credentials_migration_goes_down_and_up_again() -> None:
+    engine = db.make_engine("sqlite://")
+    db.upgrade(engine)
+    command.downgrade(db.alembic_config(engine), "0009")
+    assert "api_token" in _columns(engine, "agents")
+    db.upgrade(engine)
+    assert _differences(engine) == []

@@ -33,10 +33,12 @@ def test_openapi_examples_are_valid_requests(model: type[BaseModel]) -> None:
         model.model_validate(example)
 
 
-def test_api_token_is_write_only_in_the_schema_and_hidden_in_repr() -> None:
+def test_an_api_token_is_refused_pointing_at_agent_credentials() -> None:
     example = AgentCreate.model_json_schema()["examples"][0]
-    agent = AgentCreate.model_validate(example)
-    assert example["api_token"] not in repr(agent)
+    assert "api_token" not in AgentCreate.model_json_schema()["properties"]
+    with pytest.raises(ValidationError, match="reservoir server agent-credentials") as info:
+        AgentCreate.model_validate({**example, "api_token": "the-agents-token-0123"})
+    assert "the-agents-token-0123" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -105,7 +107,5 @@ def test_a_link_joins_two_different_agents() -> None:
 def test_duplicate_nic_names_are_refused() -> None:
     nic = {"name": "eth0", "address": "10.0.0.1", "speed_bps": 1}
     with pytest.raises(ValidationError) as info:
-        AgentCreate.model_validate(
-            {"name": "a", "control_url": "http://h:1", "api_token": "x" * 16, "nics": [nic, nic]}
-        )
+        AgentCreate.model_validate({"name": "a", "control_url": "http://h:1", "nics": [nic, nic]})
     assert ("nics",) in locs(info.value)

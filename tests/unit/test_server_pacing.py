@@ -32,7 +32,6 @@ def agent(w: World, name: str, nics: list[tuple[str, str]], members: int = 1) ->
     body = {
         "name": name,
         "control_url": f"http://{name}:8740",
-        "api_token": "agent-api-token-0123456789",
         "nics": [{"name": n, "address": a, "speed_bps": 10 * GBIT} for n, a in nics],
         "volumes": volumes,
     }

@@ -189,7 +189,6 @@ async def coordinator(tmp_path: Path, agents: FakeAgents) -> AsyncIterator[httpx
     settings = ServerSettings(
         database_url=f"sqlite:///{tmp_path / 'server.db'}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        agent_tokens=["unit-agent-token-0123456789abcdef"],  # type: ignore[list-item]
         scheduler="off",
     )
     engine = db.make_engine(settings.database_url)
@@ -226,7 +225,6 @@ async def two_agents_and_a_link(c: httpx.AsyncClient) -> tuple[Json, Json, Json]
         body: Json = {
             "name": name,
             "control_url": f"http://{name}:8740",
-            "api_token": "agent-api-token-0123456789",
             "nics": [{"name": "eth0", "address": address, "speed_bps": 10**10}],
             "volumes": [{"name": "v0", "path": f"/{name}.img", "size_bytes": 64 * MiB}],
         }

@@ -20,11 +20,11 @@ from reservoir.server.agent_client import (
     AgentUnreachableError,
     HttpAgentClient,
 )
+from reservoir.server.core.agent_credentials import AgentCredentials
 from reservoir.server.legs import SUPPORTED_LAYOUTS
 from reservoir.server.tables import Transfer
 
 USER = "unit-user-token-0123456789abcdef"
-AGENT = "unit-agent-token-0123456789abcdef"
 MiB = 1 << 20
 Json = dict[str, Any]
 IQN = "iqn.2026-11.org.reservoir:{}"
@@ -79,7 +79,6 @@ class World:
         settings = ServerSettings(
             database_url=f"sqlite:///{tmp_path / 'server.db'}",
             user_tokens=[USER],  # type: ignore[list-item]
-            agent_tokens=[AGENT],  # type: ignore[list-item]
         )
         self.engine = db.make_engine(settings.database_url)
         db.upgrade(self.engine)
@@ -116,7 +115,6 @@ class World:
         body = {
             "name": name,
             "control_url": f"http://{name}:8740",
-            "api_token": "agent-api-token-0123456789",
             "nics": [{"name": "eth0", "address": f"10.0.0.{len(name)}", "speed_bps": 10**10}],
             "volumes": vols,
         }
@@ -410,8 +408,11 @@ def test_the_scheduler_loop_starts_and_stops_in_the_running_loop(world: World) -
 
 
 def test_the_agent_client_maps_answers_and_failures() -> None:
+    credentials = AgentCredentials(bytes(range(32)))
+    token = credentials.control_token("x")
+
     def handler(request: httpx.Request) -> httpx.Response:
-        assert request.headers["authorization"] == "Bearer secret-token"
+        assert request.headers["authorization"] == f"Bearer {token}"
         path = request.url.path
         if path.endswith("/gone"):
             return httpx.Response(404, json={"detail": "no copy"})
@@ -423,11 +424,10 @@ def test_the_agent_client_maps_answers_and_failures() -> None:
             raise httpx.ConnectError("connection refused")
         return httpx.Response(200, json={"id": "c1", "state": "running"})
 
-    agent = AgentRef("id", "x", "http://agent:8740", "secret-token")
-    assert "secret-token" not in repr(agent)
+    agent = AgentRef("id", "x", "http://agent:8740")
 
     async def main() -> None:
-        client = HttpAgentClient(transport=httpx.MockTransport(handler))
+        client = HttpAgentClient(credentials, transport=httpx.MockTransport(handler))
         try:
             assert await client.get_copy(agent, "c1") == {"id": "c1", "state": "running"}
             assert await client.get_copy(agent, "gone") is None

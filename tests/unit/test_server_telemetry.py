@@ -137,7 +137,6 @@ def make_transfer(session: Session, state: str = "running", copy_state: str = "r
     agent = Agent(
         name="a",
         control_url="http://127.0.0.1:1",
-        api_token="agent-api-token",
         capabilities=[],
     )
     session.add(agent)

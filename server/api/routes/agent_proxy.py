@@ -1,8 +1,8 @@
 """``/agents/{id}/info`` and ``/agents/{id}/iperf/...``: an agent's control API, reached
 through the coordinator.
 
-Only the coordinator holds the agents' control tokens (the ``api_token`` given at
-registration, never shown again), so whoever holds a user's token goes through here to
+Only the coordinator can make the agents' control tokens (derived from its secret key,
+``core/agent_credentials.py``), so whoever holds a user's token goes through here to
 act on an agent: campaigns on real (registered) networks run their iperf3 baselines (a
 one-shot server on one agent, a client run on another, polled until it ends) and read
 the agents' CPU time (``cpu_seconds`` of ``/info``) before and after a transfer.
@@ -21,8 +21,8 @@ Errors, translated once in :func:`_forwarded`::
     no agent of that id                      404  "no agent 'x'" (as GET /agents/{id})
     the agent refused (AgentRefusedError)    its status (404, 409, 422, 429, 503),
                                                   "agent NAME: <the agent's detail>"
-    the agent refused the coordinator's      502  (its 401/403: the api_token registered
-      token                                        for it is not one of its tokens)
+    the agent refused the coordinator's      502  (its 401/403: its tokens lack the digest
+      token                                        ``agent-credentials NAME`` prints)
     unreachable, timed out, 5xx, not JSON    502  "agent NAME: no usable answer from URL (why)"
 """
 
@@ -79,7 +79,7 @@ def get_agent(agent_id: AgentId, request: Request) -> AgentRef:
     sessions: sessionmaker[Session] = request.app.state.sessions
     with sessions() as session:
         agent = agents.get(session, agent_id)
-        return AgentRef(agent.id, agent.name, agent.control_url, agent.api_token)
+        return AgentRef(agent.id, agent.name, agent.control_url)
 
 
 def get_client(request: Request) -> HttpAgentClient:
@@ -100,7 +100,8 @@ def _forwarded(agent: AgentRef) -> Iterator[None]:
             raise HTTPException(
                 status.HTTP_502_BAD_GATEWAY,
                 f"agent {agent.name}: it refused the coordinator's token ({exc.status}: "
-                f"{exc.detail}); the api_token registered for it is not one of its tokens",
+                f"{exc.detail}); give it the digest `reservoir server agent-credentials "
+                f"{agent.name}` prints",
             ) from exc
         raise HTTPException(exc.status, f"agent {agent.name}: {exc.detail}") from exc
     except AgentError as exc:  # AgentUnreachableError

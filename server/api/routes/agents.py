@@ -21,7 +21,8 @@ AgentId = Annotated[str, Path(description="agent id", max_length=36)]
     "",
     status_code=status.HTTP_201_CREATED,
     dependencies=[UserAuth],
-    summary="Register an agent with its NICs, volumes and capabilities",
+    summary="Register an agent with its NICs, volumes and capabilities (its tokens are "
+    "derived from its name: `reservoir server agent-credentials NAME`)",
     responses={409: {"description": "an agent of that name exists"}},
 )
 def register_agent(body: AgentCreate, session: SessionDep) -> AgentPublic:
@@ -41,7 +42,7 @@ def get_agent(agent_id: AgentId, session: SessionDep) -> AgentPublic:
 @router.post(
     "/{agent_id}/heartbeat",
     dependencies=[AgentAuth],
-    summary="An agent says it is alive (agent token)",
+    summary="An agent says it is alive (its own heartbeat token)",
     responses=NOT_FOUND,
 )
 def agent_heartbeat(agent_id: AgentId, body: HeartbeatCreate, session: SessionDep) -> AgentPublic:
