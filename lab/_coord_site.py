@@ -141,6 +141,8 @@ class AgentProc:
         ]
         if self.target_mptcp:
             lines.append("target_mptcp = true")
+        if self.role == "src":  # the file it reads is one of its volumes
+            lines.append(f'source_volumes = ["{self.data.resolve()}"]')
         if self.role == "dst":
             target = home / "target.toml"
             # O_DIRECT, as a LUN receiving copies is best served: through the page
@@ -173,7 +175,7 @@ class AgentProc:
         """The ``POST /agents`` body: one NIC (the link's device), one volume."""
         volume: Json = {"name": "v0", "size_bytes": size}
         if self.role == "src":
-            volume["path"] = str(self.data)
+            volume["path"] = str(self.data.resolve())  # as in its source_volumes
         else:
             volume.update(iqn=self.iqn, lun=0, portal=self.portal)
         return {

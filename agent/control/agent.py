@@ -10,6 +10,7 @@ from reservoir.agent.control.copies import CopyFn, CopyManager
 from reservoir.agent.control.core.config import AgentSettings
 from reservoir.agent.control.iperf import IperfManager
 from reservoir.agent.control.nic_pacing import NicPacer
+from reservoir.agent.control.volumes import Volumes
 from reservoir.agent.target import config as target_config
 from reservoir.agent.target.server import TargetServer
 from reservoir.agent.transfer import copy as engine_copy
@@ -32,10 +33,14 @@ class Agent:
         if target is None and settings.target_config is not None:
             target = target_config.load(settings.target_config)
         self.target_config = target
+        self.volumes = Volumes(settings.source_volumes, target)
         self.target: TargetServer | None = None
         self.caps: CwndCaps | None = None
         self.manager = CopyManager(
-            Path(settings.state_dir), copy_fn=copy_fn, max_running=settings.max_running
+            Path(settings.state_dir),
+            copy_fn=copy_fn,
+            max_running=settings.max_running,
+            volumes=self.volumes,
         )
         self.iperf = IperfManager(lambda: self.manager.pacer)
 

@@ -39,6 +39,7 @@ from reservoir.agent.control.models import (
 )
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.control.telemetry import TelemetryTail, read_tail
+from reservoir.agent.control.volumes import Volumes
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
@@ -176,8 +177,12 @@ class CopyManager:
         release_fn: ReleaseFn = engine_release,
         max_running: int = 4,
         telemetry_interval: float = 0.5,
+        volumes: Volumes | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        # what copies may read and write (the agent's volumes); None: any path, for
+        # tests of the manager alone
+        self.volumes = volumes
         self._tails = TelemetryTail()
         self.copy_fn = copy_fn
         self.release_fn = release_fn  # ends a cancelled copy's hold on its destinations
@@ -251,10 +256,12 @@ class CopyManager:
 
     def create(self, request: CopyCreate) -> CopyJob:
         """A new copy, started; under ``request.id`` if given (a copy created again under
-        the id of a lost one resumes from its checkpoint, if that is still there)."""
+        the id of a lost one resumes from its checkpoint, if that is still there).
+        :class:`VolumeRefusedError` if it names a local path that is not a volume."""
         copy_id = request.id or secrets.token_hex(8)
         if copy_id in self.jobs:
             raise TransitionError(f"copy {copy_id} exists")
+        self._check_volumes(request)
         if request.caps is not None and request.caps.stream_cwnd_caps and self.capper is None:
             raise TransitionError("this agent applies no cwnd caps (cwnd_caps = off)")
         checkpoint = self.state_dir / "checkpoints" / f"{copy_id}.json"
@@ -289,9 +296,15 @@ class CopyManager:
     def resume(self, copy_id: str) -> CopyJob:
         job = self.get(copy_id)
         self._check(job, CAN_RESUME, "resume")
+        self._check_volumes(job.request)  # the volumes may have changed since
         job.state = CopyState.QUEUED
         self._start(job)
         return job
+
+    def _check_volumes(self, request: CopyCreate) -> None:
+        """:class:`VolumeRefusedError` unless the copy's local sides are volumes."""
+        if self.volumes is not None:
+            self.volumes.check_copy(request.source, request.dests)
 
     def set_caps(self, copy_id: str, caps: CapsBase) -> CopyJob:
         job = self.get(copy_id)

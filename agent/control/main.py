@@ -10,7 +10,7 @@ from fastapi import APIRouter, FastAPI
 from reservoir import __version__
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.api.deps import require_token, token_problem
-from reservoir.agent.control.api.routes import copies, health, info, iperf
+from reservoir.agent.control.api.routes import copies, health, info, iperf, volumes
 from reservoir.agent.http_boundary import BodyLimit, protect
 
 __all__ = ["API_PREFIX", "create_app"]
@@ -46,7 +46,7 @@ def create_app(agent: Agent) -> FastAPI:
         check_token=lambda headers: token_problem(headers, settings),
     )
     api = APIRouter(prefix=API_PREFIX)
-    for module in (health, info, copies, iperf):
+    for module in (health, info, volumes, copies, iperf):
         api.include_router(module.router)
     app.include_router(api)
     return app

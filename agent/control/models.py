@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = [
+    "AgentVolumePublic",
     "CapsBase",
     "CapsCreate",
     "CapsPublic",
@@ -250,6 +251,23 @@ class VolumePublic(BaseModel):
     path: str
     size: int | None
     read_only: bool
+
+
+class AgentVolumePublic(BaseModel):
+    """One volume of the agent (``GET /volumes``): a LUN of its target or one of its
+    ``source_volumes``; copies read and write these only."""
+
+    path: str
+    kind: Literal["source", "lun"]
+    size_bytes: int | None = Field(description="null when the volume cannot be opened")
+    device_id: str | None = Field(
+        description="naa. and the 32 hex digits of the NAA (INQUIRY VPD 0x83) of the device "
+        "the path reaches; null when it does not exist"
+    )
+    read_only: bool
+    iqn: str | None = Field(default=None, description="the target serving it (a LUN)")
+    lun: int | None = None
+    error: str | None = Field(default=None, description="why the volume is not usable now")
 
 
 class InfoPublic(BaseModel):

@@ -254,7 +254,7 @@ def _register(c: httpx.Client, s: Site) -> None:
     for a in s.agents:
         volume: Json = {"name": "v0", "size_bytes": s.size}
         if a.role == "src":
-            volume["path"] = str(a.data)
+            volume["path"] = str(a.data.resolve())  # as in the agent's source_volumes
         else:
             volume.update(iqn=a.iqn, lun=0, portal=a.portal)
         body: Json = {

@@ -57,6 +57,9 @@ def serve_in_thread(settings: AgentSettings) -> Iterator[str]:
         yield f"http://{settings.host}:{settings.port}"
 
 
+SOURCE_VOLUMES = ("src.img", "empty.img", "out.img")  # in tmp_path, besides the LUNs
+
+
 def settings_for(tmp_path: Path, target_config: Path | None = None) -> AgentSettings:
     return AgentSettings(
         name="agent-test",
@@ -64,6 +67,7 @@ def settings_for(tmp_path: Path, target_config: Path | None = None) -> AgentSett
         tokens=[TOKEN],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         state_dir=tmp_path / "state",
         target_config=target_config,
+        source_volumes=[tmp_path / name for name in SOURCE_VOLUMES],
         cwnd_caps="pacing-rate",  # the agent runs in the test process: no cgroup move
     )
 
@@ -257,9 +261,16 @@ def test_cancel_stops_a_copy_and_cannot_be_undone(
             assert "it is cancelled" in refused.json()["detail"]
 
 
+def empty_to_out(tmp_path: Path) -> tuple[Path, str]:
+    """A copy the engine refuses once it runs (its source is empty), between volumes."""
+    (tmp_path / "empty.img").touch()
+    blank(tmp_path / "out.img", MiB)
+    return tmp_path / "empty.img", str(tmp_path / "out.img")
+
+
 def test_a_copy_the_engine_refuses_is_failed_not_500(tmp_path: Path, api: str) -> None:
     with client(api) as c:
-        created = start_copy(c, tmp_path / "missing.img", str(tmp_path / "out.img"))
+        created = start_copy(c, *empty_to_out(tmp_path))
         done = wait_for(c, created["id"], "completed", "failed")
     assert done["state"] == "failed" and done["last_error"]
 
@@ -293,7 +304,7 @@ def test_caps_are_applied_to_the_running_streams(
 
 def test_caps_with_bad_values_are_422(tmp_path: Path, api: str) -> None:
     with client(api) as c:
-        copy_id = start_copy(c, tmp_path / "missing.img", str(tmp_path / "o.img"))["id"]
+        copy_id = start_copy(c, *empty_to_out(tmp_path))["id"]
         r = c.put(f"/copies/{copy_id}/caps", json={"stream_pacing_rates": {"x": 0}})
     assert r.status_code == 422
 

@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 
 from reservoir.agent.control import Agent, AgentSettings, create_app
+from reservoir.agent.scsi import derive_naa
+from reservoir.agent.storage import volume_identity
 from reservoir.agent.transfer import CopyOptions, CopySummary, Progress
 
 TOKEN = "unit-token-0123456789abcdef"
@@ -40,16 +42,29 @@ async def endless_copy(
     raise AssertionError("unreachable")
 
 
+VOLUMES = ("a", "b", "s", "d", "d0", "d1", "e")
+
+
+def vol(tmp_path: Path, name: str) -> str:
+    """The path of one of the agent's source volumes (``api`` creates them)."""
+    return str(tmp_path / "vols" / name)
+
+
 @asynccontextmanager
 async def api(
-    tmp_path: Path, copy_fn: object, accepted: str = TOKEN
+    tmp_path: Path, copy_fn: object, accepted: str = TOKEN, volumes: Sequence[str] = VOLUMES
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """The app over httpx's in-memory ASGI transport; the agent started as its lifespan would.
-    It accepts ``accepted`` (a token or its digest); the client sends :data:`TOKEN`."""
+    """The app over httpx's in-memory ASGI transport; the agent started as its lifespan
+    would, with the files ``volumes`` (in tmp_path/vols) as its source volumes. It
+    accepts ``accepted`` (a token or its digest); the client sends :data:`TOKEN`."""
+    (tmp_path / "vols").mkdir(exist_ok=True)
+    for name in VOLUMES:
+        Path(vol(tmp_path, name)).touch()
     settings = AgentSettings(
         name="unit",
         tokens=[accepted],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         state_dir=tmp_path / "state",
+        source_volumes=[Path(vol(tmp_path, name)) for name in volumes],
         cwnd_caps="pacing-rate",  # in the test process: no cgroup move
     )
     agent = Agent(settings, copy_fn=copy_fn)  # type: ignore[arg-type]
@@ -77,7 +92,11 @@ async def wait_state(c: httpx.AsyncClient, copy_id: str, state: str) -> dict[str
 def test_created_copy_is_201_and_hides_the_chap_secret(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:
-            body = {"source": "/a", "dest": "/b", "chap": {"user": "u", "secret": "s3cret-s3cret"}}
+            body = {
+                "source": vol(tmp_path, "a"),
+                "dest": vol(tmp_path, "b"),
+                "chap": {"user": "u", "secret": "s3cret-s3cret"},
+            }
             r = await c.post("/copies", json=body)
             assert r.status_code == 201
             assert r.json()["chap_user"] == "u" and "s3cret" not in r.text
@@ -90,7 +109,11 @@ def test_created_copy_is_201_and_hides_the_chap_secret(tmp_path: Path) -> None:
 def test_pause_of_a_completed_copy_is_409_with_the_reason(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:
-            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            copy_id = (
+                await c.post(
+                    "/copies", json={"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+                )
+            ).json()["id"]
             await wait_state(c, copy_id, "completed")
             r = await c.post(f"/copies/{copy_id}/pause")
             assert r.status_code == 409
@@ -104,7 +127,11 @@ def test_pause_of_a_completed_copy_is_409_with_the_reason(tmp_path: Path) -> Non
 def test_pause_resume_cancel_through_the_api(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, endless_copy) as c:
-            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            copy_id = (
+                await c.post(
+                    "/copies", json={"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+                )
+            ).json()["id"]
             await wait_state(c, copy_id, "running")
             assert (await c.post(f"/copies/{copy_id}/pause")).json()["state"] == "paused"
             assert (await c.post(f"/copies/{copy_id}/resume")).json()["state"] == "queued"
@@ -118,7 +145,11 @@ def test_pause_resume_cancel_through_the_api(tmp_path: Path) -> None:
 def test_agent_stop_pauses_a_running_copy(tmp_path: Path) -> None:
     async def main() -> str:
         async with api(tmp_path, endless_copy) as c:
-            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            copy_id = (
+                await c.post(
+                    "/copies", json={"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+                )
+            ).json()["id"]
             await wait_state(c, copy_id, "running")
         async with api(tmp_path, endless_copy) as c:
             shown = (await c.get(f"/copies/{copy_id}")).json()
@@ -159,7 +190,11 @@ def test_a_token_configured_as_its_sha256_digest_is_accepted_and_others_refused(
 def test_telemetry_limit_is_validated(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:
-            copy_id = (await c.post("/copies", json={"source": "/a", "dest": "/b"})).json()["id"]
+            copy_id = (
+                await c.post(
+                    "/copies", json={"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+                )
+            ).json()["id"]
             url = f"/copies/{copy_id}/telemetry"
             assert (await c.get(url, params={"limit": 0})).status_code == 422
             assert (await c.get(url)).json() == []
@@ -191,29 +226,39 @@ def test_info_reports_the_agent_processs_cpu_seconds(tmp_path: Path) -> None:
 def test_a_striped_copy_is_201_and_reports_its_destinations(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:
-            body = {"source": "/s", "dest": ["/d0", "/d1"], "stripe_unit": 1 << 20}
+            body = {
+                "source": vol(tmp_path, "s"),
+                "dest": [vol(tmp_path, "d0"), vol(tmp_path, "d1")],
+                "stripe_unit": 1 << 20,
+            }
             r = await c.post("/copies", json=body)
             assert r.status_code == 201, r.text
             done = await wait_state(c, r.json()["id"], "completed")
-            assert done["dest"] == ["/d0", "/d1"] and done["stripe_unit"] == 1 << 20
+            assert (
+                done["dest"] == [vol(tmp_path, "d0"), vol(tmp_path, "d1")]
+                and done["stripe_unit"] == 1 << 20
+            )
 
     asyncio.run(main())
 
 
 def test_striping_options_that_do_not_fit_are_422(tmp_path: Path) -> None:
     bad: list[dict[str, Any]] = [
-        {"dest": ["/d0", "/d1"]},  # no stripe unit
-        {"dest": "/d0", "stripe_unit": 1 << 20},  # one destination
-        {"dest": ["/d0", "/d1"], "stripe_unit": 1000},  # not a multiple of 4096
-        {"dest": ["/d0", "/d1"], "stripe_unit": 4096, "paths": ["a=b"]},
-        {"dest": ["/d0", "/d0"], "stripe_unit": 4096},
+        {"dest": [vol(tmp_path, "d0"), vol(tmp_path, "d1")]},  # no stripe unit
+        {"dest": vol(tmp_path, "d0"), "stripe_unit": 1 << 20},  # one destination
+        {
+            "dest": [vol(tmp_path, "d0"), vol(tmp_path, "d1")],
+            "stripe_unit": 1000,
+        },  # not a multiple of 4096
+        {"dest": [vol(tmp_path, "d0"), vol(tmp_path, "d1")], "stripe_unit": 4096, "paths": ["a=b"]},
+        {"dest": [vol(tmp_path, "d0"), vol(tmp_path, "d0")], "stripe_unit": 4096},
         {"dest": []},
     ]
 
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:
             for extra in bad:
-                r = await c.post("/copies", json={"source": "/s", **extra})
+                r = await c.post("/copies", json={"source": vol(tmp_path, "s"), **extra})
                 assert r.status_code == 422, extra
 
     asyncio.run(main())
@@ -222,10 +267,10 @@ def test_striping_options_that_do_not_fit_are_422(tmp_path: Path) -> None:
 def test_create_with_a_given_id_is_idempotent(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, endless_copy) as c:
-            body = {"id": "t-leg0", "source": "/s", "dest": "/d"}
+            body = {"id": "t-leg0", "source": vol(tmp_path, "s"), "dest": vol(tmp_path, "d")}
             first = await c.post("/copies", json=body)
             again = await c.post("/copies", json=body)
-            other = await c.post("/copies", json={**body, "dest": "/e"})
+            other = await c.post("/copies", json={**body, "dest": vol(tmp_path, "e")})
             bad_id = await c.post("/copies", json={**body, "id": "../x"})
             assert (first.status_code, again.status_code) == (201, 200)
             assert first.json()["id"] == again.json()["id"] == "t-leg0"
@@ -252,7 +297,11 @@ def test_a_congestion_control_the_host_lacks_is_422_and_one_it_has_reaches_the_c
 
     async def main() -> None:
         async with api(tmp_path, recording_copy) as c:
-            body = {"source": "/a", "dest": "/b", "congestion": "no_such_cc"}
+            body = {
+                "source": vol(tmp_path, "a"),
+                "dest": vol(tmp_path, "b"),
+                "congestion": "no_such_cc",
+            }
             r = await c.post("/copies", json=body)
             assert r.status_code == 422
             assert "no_such_cc" in r.json()["detail"] and "not available" in r.json()["detail"]
@@ -263,3 +312,64 @@ def test_a_congestion_control_the_host_lacks_is_422_and_one_it_has_reaches_the_c
 
     asyncio.run(main())
     assert seen == ["reno"]  # reno is always built in
+
+
+def test_resuming_a_copy_whose_source_is_no_longer_a_volume_is_403(tmp_path: Path) -> None:
+    source, dest = vol(tmp_path, "a"), vol(tmp_path, "b")
+
+    async def main() -> None:
+        async with api(tmp_path, endless_copy) as c:
+            copy_id = (await c.post("/copies", json={"source": source, "dest": dest})).json()["id"]
+            await wait_state(c, copy_id, "running")
+            assert (await c.post(f"/copies/{copy_id}/pause")).status_code == 200
+        async with api(tmp_path, endless_copy, volumes=("b",)) as c:  # "a" taken out
+            r = await c.post(f"/copies/{copy_id}/resume")
+            assert r.status_code == 403
+            assert r.json()["detail"].startswith(f"{source} is not one of this agent's volumes")
+            assert (await c.get(f"/copies/{copy_id}")).json()["state"] == "paused"
+
+    asyncio.run(main())
+
+
+def test_a_copy_outside_the_volumes_is_403_and_never_reaches_the_engine(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def recording_copy(
+        source: str,
+        dest: str | Sequence[str],
+        options: CopyOptions,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> CopySummary:
+        calls.append(source)
+        return await instant_copy(source, dest, options, progress=progress)
+
+    async def main() -> None:
+        async with api(tmp_path, recording_copy) as c:
+            r = await c.post("/copies", json={"source": "/etc/shadow", "dest": vol(tmp_path, "b")})
+            assert r.status_code == 403
+            assert r.json()["detail"].startswith("/etc/shadow is not one of this agent's volumes")
+            assert (await c.get("/copies")).json() == []
+
+    asyncio.run(main())
+    assert calls == []
+
+
+def test_volumes_lists_the_source_volumes_without_a_target(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy, volumes=("a",)) as c:
+            listed = (await c.get("/volumes")).json()
+            assert listed == [
+                {
+                    "path": vol(tmp_path, "a"),
+                    "kind": "source",
+                    "size_bytes": 0,
+                    "device_id": "naa." + derive_naa(volume_identity(vol(tmp_path, "a"))).hex(),
+                    "read_only": False,
+                    "iqn": None,
+                    "lun": None,
+                    "error": None,
+                }
+            ]
+
+    asyncio.run(main())

@@ -35,6 +35,21 @@ def test_settings_resolve_paths_relative_to_the_file(tmp_path: Path) -> None:
     assert (settings.host, settings.port) == ("127.0.0.1", 8740)
 
 
+def test_source_volumes_resolve_relative_to_the_file_and_default_to_none(
+    tmp_path: Path,
+) -> None:
+    base = f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
+    assert load_settings(write(tmp_path, base)).source_volumes == []
+    path = write(tmp_path, base + 'source_volumes = ["img/a.img", "/dev/vdb"]\n')
+    assert load_settings(path).source_volumes == [tmp_path / "img" / "a.img", Path("/dev/vdb")]
+
+
+def test_source_volumes_must_be_a_list_of_paths(tmp_path: Path) -> None:
+    base = f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
+    with pytest.raises(SettingsError, match=r"agent\.source_volumes"):
+        load_settings(write(tmp_path, base + "source_volumes = [1]\n"))
+
+
 def test_settings_refuse_to_start_without_a_token(tmp_path: Path) -> None:
     path = write(tmp_path, '[agent]\nstate_dir = "s"\n')
     with pytest.raises(SettingsError, match=r"agent\.tokens: Field required"):

@@ -9,6 +9,7 @@
     coordinator_token_file = "coordinator.token"    # optional: this agent's heartbeat token
     state_dir = "/var/lib/reservoir/agent"
     target_config = "target.toml"                   # optional builtin iSCSI target
+    source_volumes = ["/dev/vdb", "images/a.img"]   # files or block devices besides the LUNs
     target_mptcp = false                            # the target listens with MPTCP sockets
     max_running = 4
     max_body_bytes = 1048576                        # a larger request body is 413, unread
@@ -18,6 +19,9 @@
 The file holds the ``[agent]`` table only, and each key its TOML type: an unknown
 table or key, or ``nic_pacing = "false"`` (a string, not a boolean), is refused with
 the file, the key and what was expected. Relative paths are relative to the file.
+The agent copies only from and to its volumes: the LUNs of its target and the
+``source_volumes`` (read and written; each must exist when a copy names it). Any
+other local path in a copy is refused.
 There is no default token: the agent
 refuses to start without one, and a token shorter than 16 characters is refused.
 A token may be given as its digest ``sha256:<64 lowercase hex digits>`` (what
@@ -78,6 +82,8 @@ class AgentSettings(BaseModel):
     coordinator_token_file: Path | None = Field(default=None, strict=False)
     state_dir: Path = Field(strict=False)
     target_config: Path | None = Field(default=None, strict=False)
+    # Files or block devices copies may read and write besides the target's LUNs.
+    source_volumes: list[Path] = Field(default_factory=list, max_length=4096, strict=False)
     max_running: int = Field(default=4, ge=1, le=256)
     # A request body larger than this is answered 413 before it is read.
     max_body_bytes: int = Field(default=1 << 20, ge=4096, le=1 << 30)
@@ -133,6 +139,11 @@ def _resolve(base: Path, raw: dict[str, Any], key: str) -> None:
         raw[key] = str(base / raw[key])
 
 
+def _resolve_list(base: Path, raw: dict[str, Any], key: str) -> None:
+    if isinstance(raw.get(key), list):
+        raw[key] = [str(base / p) if isinstance(p, str) else p for p in raw[key]]
+
+
 def load_settings(path: str | Path) -> AgentSettings:
     """Reads the ``[agent]`` table of ``path``; raises :class:`SettingsError`."""
     path = Path(path)
@@ -142,6 +153,7 @@ def load_settings(path: str | Path) -> AgentSettings:
         raise SettingsError(str(exc)) from None
     for key in ("state_dir", "target_config", "tls_cert", "tls_key", "coordinator_token_file"):
         _resolve(path.parent, raw, key)
+    _resolve_list(path.parent, raw, "source_volumes")
     try:
         return AgentSettings.model_validate(raw)
     except ValidationError as exc:

@@ -19,6 +19,7 @@ from reservoir.agent.control.models import (
     CopyPublic,
 )
 from reservoir.agent.control.nic_pacing import NicPacer
+from reservoir.agent.control.volumes import VolumeRefusedError
 from reservoir.agent.telemetry import Record
 
 __all__ = ["NOT_RUNNING", "caps_public", "copy_public", "router"]
@@ -86,6 +87,7 @@ def _conflict(exc: TransitionError) -> HTTPException:
     status_code=status.HTTP_201_CREATED,
     responses={
         200: {"description": "a copy with this id and the same request exists (a retry)"},
+        403: {"description": "a local source or destination is not one of the agent's volumes"},
         409: {"description": "a copy with this id exists with another request"},
     },
 )
@@ -118,11 +120,14 @@ async def get_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
 
 @contextmanager
 def _transition() -> Iterator[None]:
-    """A state change the copy's state does not allow answers 409."""
+    """A state change the copy's state does not allow answers 409; a copy that names
+    a local path that is not one of the agent's volumes, 403."""
     try:
         yield
     except TransitionError as exc:
         raise _conflict(exc) from None
+    except VolumeRefusedError as exc:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, str(exc)) from None
 
 
 @router.post("/{copy_id}/pause")
@@ -132,7 +137,10 @@ async def pause_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
         return copy_public(await manager.pause(copy_id), manager.pacer)
 
 
-@router.post("/{copy_id}/resume")
+@router.post(
+    "/{copy_id}/resume",
+    responses={403: {"description": "the copy names a path that is no longer a volume"}},
+)
 async def resume_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     _job(manager, copy_id)
     with _transition():
