@@ -7,11 +7,13 @@
       |                 pause
       pause             v
       \\-------------> paused --resume--> queued
-    cancel: from queued, running or paused to cancelled
+    cancel: from queued, running, paused or failed to cancelled
 
 ``completed`` and ``cancelled`` are final. Resuming puts a transfer back in the
 queue: the scheduler (``scheduler.py``) starts it again. Users ask for
-pause/resume/cancel; start/complete/fail are the scheduler's.
+pause/resume/cancel; start/complete/fail are the scheduler's. A transfer that is not
+final holds its destination (no other transfer may write it), so a failed one can
+be cancelled to let it go.
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ TRANSITIONS: dict[Action, dict[TransferState, TransferState]] = {
     Action.START: {S.QUEUED: S.RUNNING},
     Action.PAUSE: {S.QUEUED: S.PAUSED, S.RUNNING: S.PAUSED},
     Action.RESUME: {S.PAUSED: S.QUEUED, S.FAILED: S.QUEUED},
-    Action.CANCEL: {S.QUEUED: S.CANCELLED, S.RUNNING: S.CANCELLED, S.PAUSED: S.CANCELLED},
+    Action.CANCEL: {
+        S.QUEUED: S.CANCELLED,
+        S.RUNNING: S.CANCELLED,
+        S.PAUSED: S.CANCELLED,
+        S.FAILED: S.CANCELLED,
+    },
     Action.COMPLETE: {S.RUNNING: S.COMPLETED},
     Action.FAIL: {S.RUNNING: S.FAILED},
 }

@@ -17,6 +17,7 @@ from reservoir.server.states import Action, TransitionError, next_state
         (S.FAILED, Action.RESUME, S.QUEUED),
         (S.QUEUED, Action.CANCEL, S.CANCELLED),
         (S.PAUSED, Action.CANCEL, S.CANCELLED),
+        (S.FAILED, Action.CANCEL, S.CANCELLED),  # to let its destination go
         (S.QUEUED, Action.START, S.RUNNING),
         (S.RUNNING, Action.COMPLETE, S.COMPLETED),
         (S.RUNNING, Action.FAIL, S.FAILED),
