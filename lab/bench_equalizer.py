@@ -230,8 +230,10 @@ def await_done(c: httpx.Client, tid: str) -> Json:
         if t["state"] == "completed":
             return t
         if t["state"] in ("failed", "cancelled"):
+            c.post(f"/transfers/{tid}/cancel")  # a failed one holds the destination
             raise BenchError(f"transfer {t['state']}: {t['last_error']}")
         time.sleep(0.2)
+    c.post(f"/transfers/{tid}/cancel")  # the next run writes the same destination
     raise BenchError(f"transfer {tid} not completed after {TIMEOUT:.0f} s")
 
 

@@ -89,6 +89,8 @@ def _await(site: Site, tid: str, timeline: Timeline, tick: Progress) -> Json:
         if t["state"] == "completed":
             return t
         if t["state"] in ("failed", "cancelled"):
+            if t["state"] == "failed":  # let its destination go: the next run writes it
+                site.call("POST", f"/transfers/{tid}/cancel")
             raise TransferError(f"transfer {t['state']}: {t['last_error']}")
         if time.monotonic() > deadline:
             site.call("POST", f"/transfers/{tid}/cancel")

@@ -26,7 +26,7 @@ from reservoir.lab.dashboard_shots import (
 )
 
 Shot = Callable[[Page, str], Path]
-ACTIVE = ("queued", "running", "paused")
+ENDED = ("completed", "cancelled")  # a failed transfer still holds its destination
 MiB = 1 << 20
 SIZE = 2048 * MiB  # 2 members of 1 GiB
 
@@ -93,9 +93,9 @@ class LiveTransfers:
         """Cancels the transfers still going and waits until each has ended (its
         destinations released by the agents)."""
         for tid in self.started:
-            if self.lab.transfer(tid)["state"] in ACTIVE:
+            if self.lab.transfer(tid)["state"] not in ENDED:
                 self.lab.call("POST", f"/transfers/{tid}/cancel")
-                self.lab.wait(tid, lambda t: t["state"] not in ACTIVE, timeout=60)
+                self.lab.wait(tid, lambda t: t["state"] in ENDED, timeout=60)
 
 
 @pytest.fixture(scope="module")
