@@ -1,5 +1,5 @@
 """The coordinator's client of the agents' control API (``/api/v1/copies``, ``/iperf``,
-``/info``).
+``/info``, ``/volumes``).
 
 Errors, translated once in :func:`_mapped` (callers see only these)::
 
@@ -10,7 +10,8 @@ Errors, translated once in :func:`_mapped` (callers see only these)::
                             (``status`` and the agent's ``detail``)
 
 ``get_copy`` answers ``None`` for a 404 (the agent does not know the copy); for
-``iperf`` and ``info`` a 404 and a 503 are refusals too (``AgentRefusedError``).
+``iperf``, ``info`` and ``volumes`` a 404 and a 503 are refusals too
+(``AgentRefusedError``).
 The agent's control token is derived from the coordinator's key at each call
 (``core/agent_credentials.py``), sent as a bearer token and never logged or kept.
 """
@@ -33,6 +34,8 @@ __all__ = [
     "AgentRefusedError",
     "AgentUnreachableError",
     "HttpAgentClient",
+    "OneShotVolumeLister",
+    "VolumeLister",
 ]
 
 Json = dict[str, Any]
@@ -71,6 +74,12 @@ class AgentClient(Protocol):
     async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json: ...
 
     async def aclose(self) -> None: ...
+
+
+class VolumeLister(Protocol):
+    """What registration asks of an agent: the volumes it has (``GET /volumes``)."""
+
+    async def volumes(self, agent: AgentRef) -> list[Json]: ...
 
 
 @contextmanager
@@ -204,5 +213,43 @@ class HttpAgentClient:
         :meth:`iperf` (a 4xx or 503 is a refusal)."""
         return await self._strict(agent, "GET", "/info")
 
+    async def volumes(self, agent: AgentRef) -> list[Json]:
+        """``GET /volumes``: every volume the agent may copy from and to (path, kind,
+        size_bytes, device_id, read_only, iqn, lun, error), mapped as :meth:`iperf`."""
+        url = agent.control_url.rstrip("/") + "/api/v1/volumes"
+        with _mapped(agent):
+            response = await self._http.get(url, headers=self._auth(agent))
+            if 400 <= response.status_code < 500 or response.status_code == 503:
+                raise AgentRefusedError(response.status_code, _detail(response))
+            if response.status_code >= 500:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            data = response.json()
+        if not isinstance(data, list) or not all(isinstance(v, dict) for v in data):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+class OneShotVolumeLister:
+    """Asks an agent for its volumes with an :class:`HttpAgentClient` of its own per call:
+    registrations are rare, and nothing pooled outlives the request."""
+
+    def __init__(
+        self,
+        credentials: AgentCredentials,
+        *,
+        timeout: float = TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.credentials = credentials
+        self.timeout = timeout
+        self.transport = transport
+
+    async def volumes(self, agent: AgentRef) -> list[Json]:
+        client = HttpAgentClient(self.credentials, timeout=self.timeout, transport=self.transport)
+        try:
+            return await client.volumes(agent)
+        finally:
+            await client.aclose()

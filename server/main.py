@@ -15,7 +15,7 @@ from reservoir import __version__
 from reservoir.agent.http_boundary import BodyLimit, protect
 from reservoir.server import db, web
 from reservoir.server.agent_client import TIMEOUT as AGENT_TIMEOUT
-from reservoir.server.agent_client import HttpAgentClient
+from reservoir.server.agent_client import HttpAgentClient, OneShotVolumeLister, VolumeLister
 from reservoir.server.api import deps
 from reservoir.server.api.routes import (
     agent_proxy,
@@ -165,6 +165,7 @@ def create_app(
     equalizer: EqualizerLoop | None = None,
     campaign_watcher: CampaignWatcher | None = None,
     credentials: AgentCredentials | None = None,
+    volume_lister: VolumeLister | None = None,
 ) -> FastAPI:
     """The app; its lifespan upgrades the database to the latest revision first, then
     starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
@@ -173,7 +174,9 @@ def create_app(
     watcher of campaign runs (``campaign_watch.py``); it stops them at the end.
 
     ``credentials`` default to the key of ``settings.secret_key_path``, read (or made)
-    here: an unusable key file raises ``SecretKeyError`` before anything else opens."""
+    here: an unusable key file raises ``SecretKeyError`` before anything else opens.
+    ``volume_lister`` asks agents for their volumes at registration (default: a
+    client of its own per registration)."""
     credentials = credentials or AgentCredentials.from_file(settings.secret_key_path)
     services = _services(
         settings,
@@ -208,6 +211,7 @@ def create_app(
     app.state.scheduler = services.scheduler
     app.state.prober = services.prober
     app.state.agent_proxy = services.proxy
+    app.state.volume_lister = volume_lister or OneShotVolumeLister(credentials)
     app.state.campaigns = services.watcher
     install_handlers(app)
     _protect(app, settings, credentials, services.sessions)

@@ -49,6 +49,7 @@ __all__ = [
     "TransferPublic",
     "TransferState",
     "VolumeBase",
+    "VolumePublic",
     "VolumeSetBase",
     "VolumeSetCreate",
     "VolumeSetPublic",
@@ -147,6 +148,17 @@ class VolumeBase(Strict):
         return self
 
 
+class VolumePublic(VolumeBase):
+    device_id: str | None = Field(
+        default=None,
+        description=(
+            "the device the agent reported for this volume at registration: naa. and the "
+            "32 hex digits of its NAA (INQUIRY VPD 0x83); one device has one id under any "
+            "name, path or portal"
+        ),
+    )
+
+
 class AgentBase(Strict):
     name: Name
     control_url: AnyHttpUrl = Field(description="the agent's control API, e.g. http://host:8740")
@@ -221,6 +233,7 @@ class HeartbeatCreate(Strict):
 
 class AgentPublic(AgentBase):
     id: str
+    volumes: list[VolumePublic]  # type: ignore[assignment]  # with the device ids
     status: str
     version: str | None
     registered_at: datetime

@@ -143,6 +143,9 @@ class AgentVolume(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     block_size: Mapped[int]
     portal: Mapped[str | None] = mapped_column(String(262))  # HOST:PORT serving iqn/lun
+    # naa. + 32 hex digits: the device the agent reported for it at registration
+    # (None for volumes registered before the coordinator asked)
+    device_id: Mapped[str | None] = mapped_column(String(37))
 
     agent: Mapped[Agent] = relationship(back_populates="volumes")
 

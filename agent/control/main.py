@@ -43,7 +43,7 @@ def create_app(agent: Agent) -> FastAPI:
         app,
         limit=BodyLimit(settings.max_body_bytes, "max_body_bytes"),
         token_dependency=require_token,
-        check_token=lambda headers: token_problem(headers, settings),
+        check_token=lambda headers: token_problem(headers, agent.settings),
     )
     api = APIRouter(prefix=API_PREFIX)
     for module in (health, info, volumes, copies, iperf):

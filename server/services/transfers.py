@@ -1,8 +1,14 @@
 """Transfers: creation with their legs (``legs.py``), the state machine (``states.py``),
-events, and the calls into the scheduler seam (``scheduler.py``)."""
+events, and the calls into the scheduler seam (``scheduler.py``).
+
+A transfer never has one device on both sides, and its destination belongs to it
+alone until it is final (``devices.py``); creations are serialized so two requests
+cannot both take one destination.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from sqlalchemy import select
@@ -19,7 +25,7 @@ from reservoir.server.models import (
 )
 from reservoir.server.probe import apply_recommendation
 from reservoir.server.scheduler import Scheduler
-from reservoir.server.services import volume_sets
+from reservoir.server.services import devices, volume_sets
 from reservoir.server.states import Action, TransitionError, next_state
 from reservoir.server.tables import (
     AgentVolume,
@@ -35,6 +41,7 @@ from reservoir.server.tables import (
 __all__ = ["act", "create", "event_public", "get", "list_all", "list_events", "public"]
 
 FINAL_LEG_STATES = {TransferState.COMPLETED.value, TransferState.CANCELLED.value}
+_CREATING = threading.Lock()  # check that the destination is free, then store: one at a time
 
 
 def public(transfer: Transfer) -> TransferPublic:
@@ -126,11 +133,7 @@ def _leg_paths(links: list[Link], source: AgentVolume, dest: AgentVolume) -> lis
 def _legs(
     body: TransferCreate, src: VolumeSet, dst: VolumeSet, links: list[Link]
 ) -> list[TransferLeg]:
-    shared = {m.volume_id for m in src.members} & {m.volume_id for m in dst.members}
-    if shared:
-        raise InvalidRequestError(
-            ("destination",), "the destination shares volumes with the source"
-        )
+    devices.check_transfer(src, dst)
     have, need = volume_sets.layout(dst).capacity, volume_sets.layout(src).capacity
     if have < need:
         raise InvalidRequestError(
@@ -166,6 +169,11 @@ def _legs(
 
 
 def create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Transfer:
+    with _CREATING:
+        return _create(session, body, scheduler)
+
+
+def _create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Transfer:
     src = _volume_set(session, "source", body.source)
     dst = _volume_set(session, "destination", body.destination)
     links = _links(session, body.paths)
@@ -173,6 +181,7 @@ def create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Tran
     if applied is not None and applied["streams_per_pair"] is not None:
         body = body.model_copy(update={"streams_per_pair": applied["streams_per_pair"]})
     legs = _legs(body, src, dst, links)
+    devices.check_free(session, dst)
     now = utcnow()
     transfer = Transfer(
         source_set_id=src.id,

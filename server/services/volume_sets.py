@@ -1,4 +1,5 @@
-"""Volume sets: an ordered list of agents' volumes striped with one stripe unit."""
+"""Volume sets: an ordered list of agents' volumes striped with one stripe unit; never
+one device twice (``devices.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy.orm import Session
 from reservoir.server.errors import ConflictError, InvalidRequestError, NotFoundError
 from reservoir.server.legs import StripeLayout
 from reservoir.server.models import VolumeSetCreate, VolumeSetPublic
+from reservoir.server.services import devices
 from reservoir.server.tables import Agent, AgentVolume, Transfer, VolumeSet, VolumeSetMember, utcnow
 
 __all__ = ["create", "delete", "get", "layout", "list_all", "public"]
@@ -68,6 +70,7 @@ def create(session: Session, body: VolumeSetCreate) -> VolumeSet:
     if session.scalar(select(VolumeSet.id).where(VolumeSet.name == body.name)) is not None:
         raise ConflictError(f"a volume set named {body.name!r} exists already")
     volumes = [_volume(session, i, m.agent_id, m.volume) for i, m in enumerate(body.members)]
+    devices.check_distinct(volumes)
     smallest = min(v.size_bytes for v in volumes)
     if smallest < body.stripe_unit:
         raise InvalidRequestError(

@@ -182,8 +182,11 @@ def test_registering_an_agent_with_an_api_token_is_refused(tmp_path: Path) -> No
 # ---------------------------------------------------------------- the operator's flow
 
 
-def write_agent_config(tmp: Path, name: str, printed: Printed, target: Path | None) -> Path:
-    """The agent's file as the operator writes it from ``agent-credentials``."""
+def write_agent_config(
+    tmp: Path, name: str, printed: Printed, target: Path | None, sources: tuple[Path, ...] = ()
+) -> Path:
+    """The agent's file as the operator writes it from ``agent-credentials``, with the
+    files ``sources`` as its source volumes."""
     home = tmp / name
     home.mkdir()
     token_file = home / "coordinator.token"
@@ -200,6 +203,8 @@ def write_agent_config(tmp: Path, name: str, printed: Printed, target: Path | No
     ]
     if target is not None:
         lines.append(f'target_config = "{target}"')
+    if sources:
+        lines.append("source_volumes = [" + ", ".join(f'"{p}"' for p in sources) + "]")
     path = home / "agent.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -216,7 +221,7 @@ def target_of(tmp: Path, lun: Path) -> tuple[Path, int]:
     portal = free_port()
     conf = tcfg.TargetConfig(
         portals=[("127.0.0.1", portal)],
-        targets=[tcfg.Target(iqn=IQN, luns=[tcfg.Lun(0, str(lun))])],
+        targets=[tcfg.Target(iqn=IQN, luns=[tcfg.Lun(0, str(lun))], open=True)],
     )
     path = tmp / "target.toml"
     tcfg.save(conf, path)
@@ -273,7 +278,7 @@ def test_agents_configured_with_the_printed_credentials_run_the_coordinators_cop
         f.truncate(MEMBER)
     target, portal = target_of(tmp_path, lun)
     printed = {name: agent_credentials(config, name) for name in ("a", "b")}
-    config_a = write_agent_config(tmp_path, "a", printed["a"], None)
+    config_a = write_agent_config(tmp_path, "a", printed["a"], None, (source,))
     config_b = write_agent_config(tmp_path, "b", printed["b"], target)
     with agent(config_a) as url_a, agent(config_b) as url_b, coordinator(config) as url:
         with client(url) as c:

@@ -1,4 +1,5 @@
-"""The coordinator on a real uvicorn server in a thread, over a temporary SQLite file."""
+"""The coordinator on a real uvicorn server in a thread, over a temporary SQLite file;
+the agents it registers are one real agent (its source files) under several names."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from reservoir.server.core.agent_credentials import AgentCredentials
 from reservoir.server.db import make_engine, upgrade
 from reservoir.server.tables import Base
 
+from .agents import RunningAgent, key_file, real_agent
 from .servers import running
 
 pytestmark = pytest.mark.integration
@@ -28,11 +30,13 @@ Json = dict[str, Any]
 
 
 def settings_for(db: Path) -> ServerSettings:
+    """The API alone (no scheduler), with the key the test agents know (agents.key_file)."""
     return ServerSettings(
         database_url=f"sqlite:///{db}",
         listen=f"127.0.0.1:{free_port()}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
-        scheduler="off",  # the API alone: the agents registered here do not exist
+        scheduler="off",
+        secret_key_file=key_file(db.parent),
     )
 
 
@@ -67,27 +71,38 @@ def credentials(api: str, server_dir: Path) -> AgentCredentials:
     return AgentCredentials.from_file(server_dir / "server.key")
 
 
+@pytest.fixture(scope="module")
+def disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAgent]:
+    """A real agent with source files enough for every registration of this module."""
+    with real_agent(tmp_path_factory.mktemp("disks"), "disks", sources=24) as agent:
+        yield agent
+
+
 def created(r: httpx.Response) -> Json:
     assert r.status_code == 201, r.text
     data: Json = r.json()
     return data
 
 
-def register(c: httpx.Client, name: str, size: int = 64 * MiB) -> Json:
+def register(c: httpx.Client, disks: RunningAgent, name: str, size: int = 64 * MiB) -> Json:
+    """The real agent under ``name``, with one of its source files as ``vol0``."""
+    disks.accept(name)
     body = {
         "name": name,
-        "control_url": "http://127.0.0.1:8740",
+        "control_url": disks.url,
         "nics": [{"name": "eth1", "address": "10.0.0.1", "speed_bps": 10**10}],
-        "volumes": [{"name": "vol0", "path": "/dev/vdb", "size_bytes": size}],
+        "volumes": [disks.next_source("vol0", size)],
         "capabilities": ["io_uring"],
     }
     return created(c.post("/agents", json=body))
 
 
-def build_site_pair(c: httpx.Client, tag: str) -> tuple[Json, Json, list[Json]]:
+def build_site_pair(
+    c: httpx.Client, disks: RunningAgent, tag: str
+) -> tuple[Json, Json, list[Json]]:
     """Two source agents, two destination agents, their sets, and a link per pair."""
-    a = [register(c, f"{tag}-a{i}") for i in range(2)]
-    b = [register(c, f"{tag}-b{i}") for i in range(2)]
+    a = [register(c, disks, f"{tag}-a{i}") for i in range(2)]
+    b = [register(c, disks, f"{tag}-b{i}") for i in range(2)]
     sets = []
     for side, agents in (("src", a), ("dst", b)):
         members = [{"agent_id": x["id"], "volume": "vol0"} for x in agents]
@@ -108,8 +123,8 @@ def build_site_pair(c: httpx.Client, tag: str) -> tuple[Json, Json, list[Json]]:
     return sets[0], sets[1], links
 
 
-def new_transfer(c: httpx.Client, tag: str) -> Json:
-    src, dst, links = build_site_pair(c, tag)
+def new_transfer(c: httpx.Client, disks: RunningAgent, tag: str) -> Json:
+    src, dst, links = build_site_pair(c, disks, tag)
     body = {
         "source": src["id"],
         "destination": dst["id"],
@@ -146,19 +161,21 @@ def test_missing_or_wrong_token_is_401(api: str, token: str | None, method: str,
     ("method", "path"), [("GET", "/agents"), ("POST", "/volume-sets"), ("GET", "/transfers")]
 )
 def test_agent_token_on_user_endpoints_is_403(
-    api: str, credentials: AgentCredentials, method: str, path: str
+    api: str, credentials: AgentCredentials, disks: RunningAgent, method: str, path: str
 ) -> None:
     with client(api) as c:
-        name = register(c, f"user-ep-{method}-{path.strip('/')}")["name"]
+        name = register(c, disks, f"user-ep-{method}-{path.strip('/')}")["name"]
     with client(api, token=credentials.heartbeat_token(name)) as c:
         r = c.request(method, path, json={})
     assert r.status_code == 403
     assert "user's token" in r.json()["detail"]
 
 
-def test_heartbeat_takes_an_agent_token_only(api: str, credentials: AgentCredentials) -> None:
+def test_heartbeat_takes_an_agent_token_only(
+    api: str, credentials: AgentCredentials, disks: RunningAgent
+) -> None:
     with client(api) as c:
-        agent = register(c, "hb-agent")
+        agent = register(c, disks, "hb-agent")
         assert c.post(f"/agents/{agent['id']}/heartbeat", json={}).status_code == 403
     with client(api, token=credentials.heartbeat_token("hb-agent")) as c:
         r = c.post(f"/agents/{agent['id']}/heartbeat", json={"status": "ok", "version": "0.1.0"})
@@ -206,9 +223,9 @@ def test_bad_requests_are_422_with_field_paths(api: str) -> None:
 # ---------------------------------------------------------------- transfers
 
 
-def test_transfer_is_queued_with_one_leg_per_server_pair(api: str) -> None:
+def test_transfer_is_queued_with_one_leg_per_server_pair(api: str, disks: RunningAgent) -> None:
     with client(api) as c:
-        t = new_transfer(c, "legs")
+        t = new_transfer(c, disks, "legs")
         fetched = c.get(f"/transfers/{t['id']}").json()
         listed = c.get("/transfers").json()
     assert t["state"] == "queued" and fetched == t and t["id"] in {x["id"] for x in listed}
@@ -221,9 +238,9 @@ def test_transfer_is_queued_with_one_leg_per_server_pair(api: str) -> None:
     assert t["pacing"] == {"policy": "per-socket", "margin": 0.1}
 
 
-def test_transfer_walks_its_states_and_records_every_change(api: str) -> None:
+def test_transfer_walks_its_states_and_records_every_change(api: str, disks: RunningAgent) -> None:
     with client(api) as c:
-        t = new_transfer(c, "walk")
+        t = new_transfer(c, disks, "walk")
         tid = t["id"]
         assert c.post(f"/transfers/{tid}/pause").json()["state"] == "paused"
         refused = c.post(f"/transfers/{tid}/pause")
@@ -250,10 +267,10 @@ def test_transfer_walks_its_states_and_records_every_change(api: str) -> None:
 # ---------------------------------------------------------------- persistence and schema
 
 
-def test_data_survives_a_restart_on_the_same_database(tmp_path: Path) -> None:
+def test_data_survives_a_restart_on_the_same_database(tmp_path: Path, disks: RunningAgent) -> None:
     db = tmp_path / "server.db"
     with serve_in_thread(settings_for(db)) as url, client(url) as c:
-        t = new_transfer(c, "restart")
+        t = new_transfer(c, disks, "restart")
         c.post(f"/transfers/{t['id']}/pause")
     with serve_in_thread(settings_for(db)) as url, client(url) as c:
         again = c.get(f"/transfers/{t['id']}").json()
@@ -278,11 +295,11 @@ def test_migrations_match_the_models(tmp_path: Path) -> None:
 
 
 def test_secrets_are_never_logged(
-    api: str, credentials: AgentCredentials, caplog: pytest.LogCaptureFixture
+    api: str, credentials: AgentCredentials, disks: RunningAgent, caplog: pytest.LogCaptureFixture
 ) -> None:
     heartbeat = credentials.heartbeat_token("quiet-agent")
     with caplog.at_level("DEBUG"), client(api) as c:
-        agent = register(c, "quiet-agent")
+        agent = register(c, disks, "quiet-agent")
         c.get("/agents")
         c.get("/agents", headers={"Authorization": "Bearer wrong-token-0123456789abcdef"})
         beat = {"Authorization": f"Bearer {heartbeat}"}

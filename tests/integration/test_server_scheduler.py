@@ -58,7 +58,7 @@ async def paced_copy(
 
 
 def agent_settings(
-    state: Path, port: int, accepted: str, target: Path | None = None
+    state: Path, port: int, accepted: str, target: Path | None = None, sources: Sequence[Path] = ()
 ) -> AgentSettings:
     """An agent accepting the token of digest ``accepted``."""
     return AgentSettings(
@@ -67,6 +67,7 @@ def agent_settings(
         tokens=[accepted],  # type: ignore[list-item]
         state_dir=state,
         target_config=target,
+        source_volumes=list(sources),
         cwnd_caps="pacing-rate",  # the agent runs in the test process: no cgroup move
     )
 
@@ -121,7 +122,9 @@ class Site:
         self.db = tmp / "server.db"
         # the coordinator's key, beside its database: what it derives for agents a and b
         credentials = AgentCredentials.from_file(tmp / "server.key")
-        self.a = agent_settings(tmp / "agent-a", free_port(), credentials.control_digest("a"))
+        self.a = agent_settings(
+            tmp / "agent-a", free_port(), credentials.control_digest("a"), sources=self.sources
+        )
         self.b = agent_settings(
             tmp / "agent-b", free_port(), credentials.control_digest("b"), self.target
         )

@@ -1,8 +1,10 @@
 """``reservoir transfer`` against a real coordinator: uvicorn in a thread over a temporary
 SQLite file, agents, volume sets and links registered through the API with httpx.
 
-No agent runs here, so the app gets the scheduler that only records transfers
-(``NoopScheduler``, which leaves them queued); the tests assert what the API reports.
+The agents are one real agent (its source files) registered under four names, and
+the app gets the scheduler that only records transfers (``NoopScheduler``, which
+leaves them queued); the tests assert what the API reports. A queued transfer holds
+its destination, so each test's transfers are cancelled after it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from reservoir.lab.peers import free_port
 from reservoir.server import NoopScheduler, ServerSettings, create_app
 from reservoir.server import transfer_cli as tc
 
+from .agents import RunningAgent, key_file, real_agent
 from .servers import running
 
 pytestmark = pytest.mark.integration
@@ -55,6 +58,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         database_url=f"sqlite:///{db}",
         listen=f"127.0.0.1:{free_port()}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
+        secret_key_file=key_file(db.parent),
     )
     with serve_in_thread(settings) as url:
         yield url
@@ -67,17 +71,24 @@ def created(r: httpx.Response) -> Json:
 
 
 @pytest.fixture(scope="module")
-def sites(api: str) -> Json:
+def disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAgent]:
+    with real_agent(tmp_path_factory.mktemp("disks"), "disks", sources=4) as agent:
+        yield agent
+
+
+@pytest.fixture(scope="module")
+def sites(api: str, disks: RunningAgent) -> Json:
     """Two source agents and two destination agents, a volume set each side, two links."""
     with httpx.Client(base_url=f"{api}/api/v1", headers={"Authorization": f"Bearer {USER}"}) as c:
         agents: dict[str, Json] = {}
         body: Json
         for name in ("a0", "a1", "b0", "b1"):
+            disks.accept(name)
             body = {
                 "name": name,
-                "control_url": "http://127.0.0.1:8740",
+                "control_url": disks.url,
                 "nics": [{"name": "eth1", "address": "10.0.0.1", "speed_bps": 10**10}],
-                "volumes": [{"name": "vol0", "path": "/dev/vdb", "size_bytes": 64 * MiB}],
+                "volumes": [disks.next_source("vol0", 64 * MiB)],
             }
             agents[name] = created(c.post("/agents", json=body))
         sets: dict[str, Json] = {}
@@ -98,6 +109,17 @@ def sites(api: str) -> Json:
             }
             links.append(created(c.post("/links", json=body)))
     return {"sets": sets, "links": links}
+
+
+@pytest.fixture(autouse=True)
+def free_destination(api: str) -> Iterator[None]:
+    """Cancels what a test left unfinished: the next one starts into site-b again."""
+    yield
+    headers = {"Authorization": f"Bearer {USER}"}
+    with httpx.Client(base_url=f"{api}/api/v1", headers=headers) as c:
+        for t in c.get("/transfers").json():
+            if t["state"] not in ("completed", "cancelled"):
+                assert c.post(f"/transfers/{t['id']}/cancel").status_code == 200
 
 
 def cli(api: str, *argv: str, token: str = USER) -> tuple[int, str, str]:

@@ -69,5 +69,13 @@ def test_the_credentials_migration_goes_down_and_up_again() -> None:
     db.upgrade(engine)
     command.downgrade(db.alembic_config(engine), "0009")
     assert "api_token" in _columns(engine, "agents")
+
+
+def test_the_volume_identity_migration_goes_down_and_up_again() -> None:
+    engine = db.make_engine("sqlite://")
+    db.upgrade(engine)
+    assert "device_id" in _columns(engine, "agent_volumes")
+    command.downgrade(db.alembic_config(engine), "0010")
+    assert "device_id" not in _columns(engine, "agent_volumes")
     db.upgrade(engine)
     assert _differences(engine) == []

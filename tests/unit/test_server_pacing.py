@@ -35,7 +35,7 @@ def agent(w: World, name: str, nics: list[tuple[str, str]], members: int = 1) ->
         "nics": [{"name": n, "address": a, "speed_bps": 10 * GBIT} for n, a in nics],
         "volumes": volumes,
     }
-    return w.ok(w.api.post("/agents", json=body))
+    return w.register(body)
 
 
 def link(w: World, name: str, a: Json, b: Json, *, nic: str, bps: int, **kw: Any) -> str:

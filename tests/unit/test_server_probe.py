@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_volumes import FakeVolumes
 
 from reservoir.server import ServerSettings, create_app, db
 from reservoir.server.agent_client import AgentRef, AgentUnreachableError
@@ -184,6 +185,9 @@ class FakeAgents:
         pass
 
 
+VOLUMES = FakeVolumes()  # what the agents of two_agents_and_a_link report
+
+
 @asynccontextmanager
 async def coordinator(tmp_path: Path, agents: FakeAgents) -> AsyncIterator[httpx.AsyncClient]:
     settings = ServerSettings(
@@ -193,7 +197,7 @@ async def coordinator(tmp_path: Path, agents: FakeAgents) -> AsyncIterator[httpx
     )
     engine = db.make_engine(settings.database_url)
     db.upgrade(engine)
-    app = create_app(settings, engine=engine)
+    app = create_app(settings, engine=engine, volume_lister=VOLUMES)
     app.state.prober.client = agents
     app.state.prober.poll = 0.01
     try:
@@ -228,7 +232,7 @@ async def two_agents_and_a_link(c: httpx.AsyncClient) -> tuple[Json, Json, Json]
             "nics": [{"name": "eth0", "address": address, "speed_bps": 10**10}],
             "volumes": [{"name": "v0", "path": f"/{name}.img", "size_bytes": 64 * MiB}],
         }
-        agents.append(await ok(c.post("/agents", json=body)))
+        agents.append(await ok(c.post("/agents", json=VOLUMES.has(body))))
     body = {
         "name": "a-b",
         "agent_a": agents[0]["id"],
@@ -343,6 +347,7 @@ def test_transfers_take_the_probed_streams_and_pacing_unless_the_request_says(
                 "nic_pacing_bps": {link["id"]: {"a": 950 * MBIT}},
                 "links": [link["id"]],
             }
+            await ok(c.post(f"/transfers/{t['id']}/cancel"), 200)  # its destination free again
             explicit = await _transfer(c, a, b, link, streams_per_pair=16, pacing={"margin": 0.1})
             assert explicit["streams_per_pair"] == 16
             assert explicit["recommendation_applied"] is None

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_volumes import FakeVolumes
 from sqlalchemy import select
 from test_server_api import InProcess
 
@@ -83,9 +84,12 @@ class World:
         self.engine = db.make_engine(settings.database_url)
         db.upgrade(self.engine)
         self.agents = FakeAgents()
+        self.volumes = FakeVolumes()  # what the agents report at registration
         self.sessions = db.make_sessions(self.engine)
         self.scheduler = AgentScheduler(self.sessions, self.agents, interval=0.01)
-        app = create_app(settings, engine=self.engine, scheduler=self.scheduler)
+        app = create_app(
+            settings, engine=self.engine, scheduler=self.scheduler, volume_lister=self.volumes
+        )
         self.api = httpx.Client(
             transport=InProcess(app),
             base_url="http://server/api/v1",
@@ -118,7 +122,11 @@ class World:
             "nics": [{"name": "eth0", "address": f"10.0.0.{len(name)}", "speed_bps": 10**10}],
             "volumes": vols,
         }
-        return self.ok(self.api.post("/agents", json=body))
+        return self.register(body)
+
+    def register(self, body: Json) -> Json:
+        """``POST /agents`` of an agent that reports the volumes of ``body``."""
+        return self.ok(self.api.post("/agents", json=self.volumes.has(body)))
 
     def vset(self, name: str, members: list[tuple[Json, str]], unit: int = MiB) -> Json:
         body = {

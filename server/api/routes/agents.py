@@ -4,29 +4,52 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi.concurrency import run_in_threadpool
 
+from reservoir.server.agent_client import VolumeLister
 from reservoir.server.api.deps import AUTH_RESPONSES, NOT_FOUND, AgentAuth, SessionDep, UserAuth
 from reservoir.server.models import AgentCreate, AgentPublic, HeartbeatCreate
 from reservoir.server.services import agents
 
-__all__ = ["router"]
+__all__ = ["get_volume_lister", "router"]
 
 router = APIRouter(prefix="/agents", tags=["agents"], responses=AUTH_RESPONSES)
 
 AgentId = Annotated[str, Path(description="agent id", max_length=36)]
 
 
+def get_volume_lister(request: Request) -> VolumeLister:
+    """Who asks agents for their volumes (the app's agent client)."""
+    lister: VolumeLister = request.app.state.volume_lister
+    return lister
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
     dependencies=[UserAuth],
-    summary="Register an agent with its NICs, volumes and capabilities (its tokens are "
-    "derived from its name: `reservoir server agent-credentials NAME`)",
-    responses={409: {"description": "an agent of that name exists"}},
+    summary="Register an agent with its NICs, volumes (confirmed by the agent) and "
+    "capabilities (its tokens are derived from its name: `reservoir server agent-credentials "
+    "NAME`)",
+    responses={
+        409: {"description": "an agent of that name exists"},
+        422: {
+            "description": "a volume the agent does not report (or smaller than declared), "
+            "or the agent could not be asked (unreachable, or refused its control token)"
+        },
+    },
 )
-def register_agent(body: AgentCreate, session: SessionDep) -> AgentPublic:
-    return agents.public(agents.create(session, body))
+async def register_agent(
+    body: AgentCreate,
+    session: SessionDep,
+    lister: Annotated[VolumeLister, Depends(get_volume_lister)],
+) -> AgentPublic:
+    """The agent is asked for its volumes (``GET /volumes`` with its control token) first;
+    only the volumes it reports are registered, with the device id it gives them."""
+    device_ids = await agents.confirm_volumes(lister, body)
+    agent = await run_in_threadpool(agents.create, session, body, device_ids)
+    return agents.public(agent)
 
 
 @router.get("", dependencies=[UserAuth], summary="List the agents")
