@@ -105,7 +105,9 @@ class VolumeBase(Strict):
     A volume written by another agent (a transfer's destination) must be served over
     iSCSI: give ``iqn`` and ``lun``, and ``portal`` (``HOST:PORT`` of the agent's target);
     without ``portal`` the agent's first NIC address and port 3260 are used. A source
-    volume is read by its own agent from its ``path``, or through its portal.
+    volume is read by its own agent from its ``path``, or through its portal. The
+    agent must report the volume (its ``GET /volumes``: the same path, or that LUN of
+    its target) at registration.
     """
 
     name: Name
