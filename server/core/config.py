@@ -115,6 +115,7 @@ class _ServerFields(BaseModel):
     user_tokens: list[SecretStr] = Field(default_factory=list)
     secret_key_file: Path | None = Field(
         default=None,
+        strict=False,  # a TOML string
         description="the key every agent's tokens are derived from (made 0600 if missing); "
         f"default: {KEY_FILE} in data_dir, else in the SQLite database's folder, else in "
         "$XDG_STATE_HOME/reservoir",
@@ -232,6 +233,7 @@ def _read_table(path: Path) -> dict[str, Any]:
     """The ``[server]`` table of ``path``, checked against :class:`ServerFile`."""
     try:
         table = read_table(path, "server")
+        _refuse_shared_agent_tokens(table)  # with its pointer, not as an unknown key
         ServerFile.model_validate(table)
     except SettingsFileError as exc:
         raise SettingsError(str(exc)) from None

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SecretStr,
+    Strict,
     ValidationError,
     field_validator,
     model_validator,
@@ -83,7 +84,9 @@ class AgentSettings(BaseModel):
     state_dir: Path = Field(strict=False)
     target_config: Path | None = Field(default=None, strict=False)
     # Files or block devices copies may read and write besides the target's LUNs.
-    source_volumes: list[Path] = Field(default_factory=list, max_length=4096, strict=False)
+    source_volumes: list[Annotated[Path, Strict(False)]] = Field(
+        default_factory=list, max_length=4096
+    )
     max_running: int = Field(default=4, ge=1, le=256)
     # A request body larger than this is answered 413 before it is read.
     max_body_bytes: int = Field(default=1 << 20, ge=4096, le=1 << 30)
