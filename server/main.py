@@ -151,7 +151,7 @@ def _protect(
         app,
         limit=BodyLimit(settings.max_body_bytes, "max_body_bytes"),
         larger={API_PREFIX + path: upload for path in campaigns.UPLOAD_PATHS},
-        token_dependency=deps.get_role,
+        token_dependency=deps.get_token,  # every route with a token: users' and heartbeats
         check_token=lambda headers: deps.token_problem(headers, settings, credentials, sessions),
     )
 

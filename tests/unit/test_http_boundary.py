@@ -25,6 +25,7 @@ from reservoir.agent.http_boundary import (
     public_errors,
 )
 from reservoir.server import ServerSettings, create_app
+from reservoir.server.db import make_engine, upgrade
 
 USER = "unit-user-token-0123456789abcdef"
 WRONG = "wrong-token-0123456789abcdef"
@@ -102,6 +103,9 @@ def coordinator(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
         scheduler="off",
         max_body_bytes=4096,
     )
+    engine = make_engine(settings.database_url)  # as the app's lifespan would: the token
+    upgrade(engine)  # check looks agents' names up in the database
+    engine.dispose()
     return create_app(settings)
 
 
