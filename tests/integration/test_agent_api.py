@@ -17,10 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from reservoir.agent.control import Agent, AgentSettings, make_server
+from reservoir.agent.control import Agent, AgentSettings, CopyFn, make_server
 from reservoir.agent.target import config as tcfg
+from reservoir.agent.transfer import copy as engine_copy
 from reservoir.lab.peers import ReservoirTarget, free_port, wait_port
 
+from .gates import WriteGate, gated_copy
 from .servers import running
 
 pytestmark = pytest.mark.integration
@@ -51,13 +53,22 @@ def sha(path: Path, length: int) -> str:
 
 
 @contextmanager
-def serve_in_thread(settings: AgentSettings) -> Iterator[str]:
+def serve_in_thread(settings: AgentSettings, copy_fn: CopyFn = engine_copy) -> Iterator[str]:
     """The agent (API, copies, builtin target) in a uvicorn server of its own thread."""
-    with running(make_server(settings, Agent(settings)), "agent-api"):
+    with running(make_server(settings, Agent(settings, copy_fn=copy_fn)), "agent-api"):
         yield f"http://{settings.host}:{settings.port}"
 
 
 SOURCE_VOLUMES = ("src.img", "empty.img", "out.img")  # in tmp_path, besides the LUNs
+
+
+@contextmanager
+def holding_agent(tmp_path: Path, passing: int) -> Iterator[str]:
+    """An agent whose first copy run writes ``passing`` bytes and is then held until it
+    is paused or cancelled (a resumed run goes free): however late the test acts on the
+    copy, it cannot have completed meanwhile."""
+    with serve_in_thread(settings_for(tmp_path), gated_copy([WriteGate(passing)])) as url:
+        yield url
 
 
 def settings_for(tmp_path: Path, target_config: Path | None = None) -> AgentSettings:
@@ -207,13 +218,13 @@ def test_copy_into_a_reservoir_target_completes_verified(
 
 
 def test_pause_then_resume_of_a_large_copy_finishes_with_the_right_hash(
-    tmp_path: Path, api: str, remote: tuple[ReservoirTarget, Path]
+    tmp_path: Path, remote: tuple[ReservoirTarget, Path]
 ) -> None:
     target, lun = remote
     source = random_file(tmp_path / "src.img", 128 * MiB)
-    with client(api) as c:
+    with holding_agent(tmp_path, 8 * MiB) as url, client(url) as c:
         copy_id = start_copy(c, source, target.url(0), streams=1, extent_size=MiB)["id"]
-        wait_done_bytes(c, copy_id, 8 * MiB)
+        wait_done_bytes(c, copy_id, 8 * MiB)  # and held there until paused
         paused = c.post(f"/copies/{copy_id}/pause")
         assert paused.status_code == 200 and paused.json()["state"] == "paused"
         again = c.post(f"/copies/{copy_id}/pause")
@@ -232,7 +243,8 @@ def test_a_restarted_agent_lists_and_resumes_an_interrupted_copy(
     target, lun = remote
     source = random_file(tmp_path / "src.img", 128 * MiB)
     settings = settings_for(tmp_path)
-    with serve_in_thread(settings) as url, client(url) as c:
+    held = gated_copy([WriteGate(8 * MiB)])  # held after 8 MiB until the agent stops
+    with serve_in_thread(settings, held) as url, client(url) as c:
         copy_id = start_copy(c, source, target.url(0), streams=1, extent_size=MiB)["id"]
         wait_done_bytes(c, copy_id, 8 * MiB)
     with serve_in_thread(settings) as url, client(url) as c:
@@ -246,11 +258,11 @@ def test_a_restarted_agent_lists_and_resumes_an_interrupted_copy(
 
 
 def test_cancel_stops_a_copy_and_cannot_be_undone(
-    tmp_path: Path, api: str, remote: tuple[ReservoirTarget, Path]
+    tmp_path: Path, remote: tuple[ReservoirTarget, Path]
 ) -> None:
     target, _ = remote
     source = random_file(tmp_path / "src.img", 128 * MiB)
-    with client(api) as c:
+    with holding_agent(tmp_path, MiB) as url, client(url) as c:
         copy_id = start_copy(c, source, target.url(0), streams=1, extent_size=MiB)["id"]
         wait_done_bytes(c, copy_id, MiB)
         r = c.post(f"/copies/{copy_id}/cancel")
@@ -276,12 +288,12 @@ def test_a_copy_the_engine_refuses_is_failed_not_500(tmp_path: Path, api: str) -
 
 
 def test_caps_are_applied_to_the_running_streams(
-    tmp_path: Path, api: str, remote: tuple[ReservoirTarget, Path]
+    tmp_path: Path, remote: tuple[ReservoirTarget, Path]
 ) -> None:
     target, _ = remote
     source = random_file(tmp_path / "src.img", 128 * MiB)
     caps = {"stream_cwnd_caps": {"0": 200}, "stream_pacing_rates": {"0": 20_000_000}}
-    with client(api) as c:
+    with holding_agent(tmp_path, MiB) as url, client(url) as c:
         copy_id = start_copy(c, source, target.url(0), streams=1, extent_size=MiB)["id"]
         wait_done_bytes(c, copy_id, MiB)  # sessions up (a cancel while they open may be lost)
         r = c.put(f"/copies/{copy_id}/caps", json=caps)
