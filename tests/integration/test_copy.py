@@ -11,7 +11,8 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ from reservoir.lab.peers import (
     stop_process,
     wait_port,
 )
+
+from .gates import WriteGate
 
 pytestmark = pytest.mark.integration
 
@@ -298,12 +301,41 @@ def test_lost_stream_is_carried(
     assert sha(lun) == sha(source)
 
 
+def stream_ticks(file: Path) -> int:
+    """How many sampler ticks wrote stream records to the telemetry file so far."""
+    if not file.exists():
+        return 0
+    records = [json.loads(line) for line in file.read_text().splitlines()]
+    return len({r["time"] for r in records if r["type"] == "stream"})
+
+
+async def until(what: str, done: Callable[[], bool], copying: asyncio.Task[CopySummary]) -> None:
+    """Waits (30 s at most) until ``done()``, or until the copy ended (it failed: the
+    caller's ``await`` of it says why)."""
+    deadline = time.monotonic() + 30
+    while not done() and not copying.done():
+        assert time.monotonic() < deadline, f"30 s and still not {what}"
+        await asyncio.sleep(0.01)
+
+
 def test_telemetry_records_every_stream(
     tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
 ) -> None:
     file = tmp_path / "telemetry.jsonl"
-    opts = options(tmp_path, telemetry=file, telemetry_interval=0.1)
-    summary = asyncio.run(copy(str(source), ours.url(0), opts))
+    gate = WriteGate()  # nothing is written until every stream was sampled
+    opts = options(tmp_path, telemetry=file, telemetry_interval=0.1, on_session=gate)
+
+    async def sampled_then_copied() -> CopySummary:
+        copying = asyncio.create_task(copy(str(source), ours.url(0), opts))
+        # a stream writes only once every stream's session is open (and registered)
+        await until("a write held", lambda: bool(gate.held), copying)
+        # the first tick after that takes the last baseline, the second has a record
+        ticks = stream_ticks(file)
+        await until("two ticks more", lambda: stream_ticks(file) >= ticks + 2, copying)
+        gate.open()
+        return await copying
+
+    summary = asyncio.run(sampled_then_copied())
     assert summary.copied_bytes == SIZE
     records = [json.loads(line) for line in file.read_text().splitlines()]
     streams = [r for r in records if r["type"] == "stream"]
