@@ -9,12 +9,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from reservoir.agent.telemetry import JsonLinesWriter, StreamSampler, sample
+from reservoir.agent.telemetry import JsonLinesWriter, StreamSampler, TcpInfo, sample
 from reservoir.agent.telemetry.mptcp_info import IPPROTO_MPTCP, is_mptcp, subflow_infos
 from reservoir.agent.telemetry.sampler import snapshot
 
@@ -139,12 +139,41 @@ def mptcp_pair() -> socket.socket:
     return client
 
 
+def acked(info: TcpInfo) -> int:
+    assert info.bytes_acked is not None, "this kernel does not count bytes_acked"
+    return info.bytes_acked
+
+
+def acknowledged(sock: socket.socket, sent: int) -> None:
+    """Waits (10 s at most) until the peer acknowledged the ``sent`` bytes (once: an MPTCP
+    subflow may carry some again). ``sendall`` returns once they are queued, most of them
+    not yet acknowledged."""
+    deadline = time.monotonic() + 10
+    while (count := acked(sample(sock))) <= sent:  # the SYN counts 1
+        assert time.monotonic() < deadline, f"{count - 1} of {sent} bytes acknowledged"
+        time.sleep(0.001)
+
+
+def read_between(count: Callable[[], TcpInfo], read: Callable[[], TcpInfo]) -> None:
+    """``read()``'s ``bytes_acked`` lies between ``count()``'s read just before and just
+    after it: a count that only grows, while acknowledgements may still arrive (an MPTCP
+    subflow carries again what the connection's retransmission timer sends). The bound
+    is what was acknowledged between the two reads of ``count``, microseconds apart once
+    everything sent was acknowledged: another socket's count, or one subflow counted
+    twice, is outside it."""
+    before = acked(count())
+    got = acked(read())
+    after = acked(count())
+    assert before <= got <= after
+
+
 def test_a_real_mptcp_connection_lists_its_subflow(mptcp_pair: socket.socket) -> None:
     with mptcp_pair as client:
         client.sendall(b"\0" * (4 << 20))
+        acknowledged(client, 4 << 20)
         (only,) = subflow_infos(client)
-        assert only.bytes_acked is not None and only.bytes_acked > 0
-        assert snapshot(client).bytes_acked == sample(client).bytes_acked  # one subflow
+        assert acked(only) > 4 << 20
+        read_between(lambda: sample(client), lambda: snapshot(client))  # one subflow
     with pytest.raises(OSError):
         subflow_infos(client)  # closed
 
@@ -158,4 +187,5 @@ def test_an_mptcp_socket_is_known_by_the_kernels_word_not_the_objects(
         with dup:
             assert dup.proto == 0 and is_mptcp(dup)
             client.sendall(b"\0" * (1 << 20))
-            assert snapshot(dup).bytes_acked == subflow_infos(client)[0].bytes_acked
+            acknowledged(client, 1 << 20)
+            read_between(lambda: subflow_infos(client)[0], lambda: snapshot(dup))
