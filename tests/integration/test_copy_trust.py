@@ -48,7 +48,7 @@ def lun(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def target(tmp_path: Path, lun: Path) -> Iterator[ReservoirTarget]:
-    with ReservoirTarget([lun], log_path=tmp_path / "target.log") as t:
+    with ReservoirTarget([lun], log_path=tmp_path / "target.log", open_access=True) as t:
         yield t
 
 
@@ -227,7 +227,7 @@ def test_a_destination_lun_out_of_space_is_said_in_words(
     with open(thin, "wb") as f:
         f.truncate(SIZE)  # 64 MiB promised, 8 MiB there
     with (
-        ReservoirTarget([thin], log_path=tmp_path / "full.log") as full,
+        ReservoirTarget([thin], log_path=tmp_path / "full.log", open_access=True) as full,
         pytest.raises(CopyError) as failed,
     ):
         asyncio.run(copy(str(source), full.url(0), options(tmp_path)))
