@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -170,11 +171,26 @@ async def copy(
         raise CopyError(str(exc)) from exc
     except ScsiError as exc:
         raise CopyError(_scsi_failure(exc, dests)) from exc
-    except (InitiatorError, StorageError, OSError) as exc:
+    except StorageError as exc:
+        raise CopyError(_storage_failure(exc, source)) from exc
+    except (InitiatorError, OSError) as exc:
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
 
 
 OUT_OF_SPACE = (0x7, 0x27, 0x07)  # DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT
+
+
+def _storage_failure(exc: StorageError, source: str) -> str:
+    """One line for a local volume that failed; a source read that failed because
+    the file is now shorter than the copy says so."""
+    if exc.operation == "read" and exc.filename == source:
+        with contextlib.suppress(OSError):
+            now = os.stat(source).st_size
+            return (
+                f"the source {source} could not be read ({exc.strerror}): it is now "
+                f"{mib(now)}; a source must not shrink while it is copied"
+            )
+    return f"StorageError: {exc}"
 
 
 def _scsi_failure(exc: ScsiError, dests: Sequence[str]) -> str:

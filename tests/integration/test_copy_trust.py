@@ -5,7 +5,9 @@ loopback, real sessions."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import logging
 import os
 import stat
 import subprocess
@@ -233,3 +235,25 @@ def test_a_destination_lun_out_of_space_is_said_in_words(
         asyncio.run(copy(str(source), full.url(0), options(tmp_path)))
     want = f"destination LUN {full.url(0)} is out of space (its backing volume is full)"
     assert str(failed.value) == want
+
+
+def test_a_source_that_shrinks_during_the_copy_fails_in_words_without_a_traceback(
+    tmp_path: Path, source: Path, target: ReservoirTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        def shrink(p: Progress) -> None:
+            if p.extents_done == 1:
+                os.truncate(source, EXTENT)  # the rest of the source is gone
+
+        await copy(str(source), target.url(0), options(tmp_path, streams=4), progress=shrink)
+
+    with caplog.at_level(logging.DEBUG), pytest.raises(CopyError) as failed:
+        asyncio.run(scenario())
+    gc.collect()  # a future's unretrieved exception is logged when it is collected
+    assert str(failed.value) == (
+        f"the source {source} could not be read (read failed: no progress (end of file?)): "
+        "it is now 4 MiB; a source must not shrink while it is copied"
+    )
+    assert [
+        r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR
+    ] == []
