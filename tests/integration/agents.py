@@ -129,7 +129,11 @@ def real_agent(
         config = tcfg.TargetConfig(
             portals=[("127.0.0.1", port)],
             targets=[
-                tcfg.Target(iqn=iqn, luns=[tcfg.Lun(i, str(p)) for i, p in enumerate(lun_files)])
+                tcfg.Target(
+                    iqn=iqn,
+                    luns=[tcfg.Lun(i, str(p)) for i, p in enumerate(lun_files)],
+                    open=True,
+                )
             ],
         )
         tcfg.save(config, target)

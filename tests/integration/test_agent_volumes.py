@@ -64,6 +64,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
             tcfg.Target(
                 iqn=IQN,
                 luns=[tcfg.Lun(i, str(p), read_only=i == 2) for i, p in enumerate(luns)],
+                open=True,
             )
         ],
     )
