@@ -122,11 +122,11 @@ def test_a_chunked_body_without_a_token_is_401_before_it_ends(
 
 def test_a_422_names_the_fields_without_echoing_the_token_or_the_input(api: str) -> None:
     long_name = "n" * 200_000
-    body = agent_body(
+    body = agent_body(  # a secret where a URL belongs: the 422 must not quote it
         name=long_name,
+        control_url=f"not a url {AGENT_API_TOKEN}",
         nics="not a list",
         volumes=[{"size_bytes": "many"}],
-        api_token=AGENT_API_TOKEN,
     )
     with client(api) as c:
         r = c.post("/agents", json=body)
