@@ -38,8 +38,9 @@ class InProcessTarget:
 
 
 def one_lun_config(iqn: str, lun: Path, host: str = LOCALHOST) -> TargetConfig:
-    """One portal on a free port of ``host`` (a real port: SendTargets reports it)."""
-    target = Target(iqn, luns=[Lun(0, str(lun))])
+    """One portal on a free port of ``host`` (a real port: SendTargets reports it), open
+    to every initiator."""
+    target = Target(iqn, luns=[Lun(0, str(lun))], open=True)
     return TargetConfig(portals=[(host, free_port(host))], targets=[target])
 
 
