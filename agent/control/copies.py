@@ -77,7 +77,9 @@ class CopyFn(Protocol):
 
 
 class ReleaseFn(Protocol):
-    async def __call__(self, dest: str | Sequence[str], options: CopyOptions) -> list[str]: ...
+    async def __call__(
+        self, source: str, dest: str | Sequence[str], options: CopyOptions
+    ) -> list[str]: ...
 
 
 class UnknownCopyError(KeyError):
@@ -284,6 +286,7 @@ class CopyManager:
             job = await self._stop(job, CopyState.CANCELLED, CAN_CANCEL, "cancel")
         chap = job.request.chap
         await self.release_fn(
+            job.request.source,
             job.request.dest,
             CopyOptions(
                 checkpoint=job.checkpoint,

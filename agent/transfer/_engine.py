@@ -210,15 +210,15 @@ async def _release(channel: Channel) -> None:
         log.warning("could not release the destination's reservation: %s", exc)
 
 
-async def release(dest: str | Sequence[str], options: CopyOptions) -> list[str]:
-    """Ends the hold of the copy whose checkpoint is ``options.checkpoint`` on its
-    remote destinations, without copying (a cancelled copy); the destinations it held,
-    as given. A destination that cannot be reached keeps its reservation (logged)."""
-    if options.checkpoint is None:
-        raise CopyError("releasing a copy's destinations needs its checkpoint path")
-    key = hold_key(options.checkpoint)
+async def release(source: str, dest: str | Sequence[str], options: CopyOptions) -> list[str]:
+    """Ends the hold of the copy of ``source`` to ``dest`` (with ``options.checkpoint``)
+    on its remote destinations, without copying (a copy given up: cancelled); the
+    destinations it held, as given. One that cannot be reached keeps its reservation
+    (logged)."""
+    dests = [dest] if isinstance(dest, str) else list(dest)
+    key = hold_key(source, dests, options.checkpoint)
     released = []
-    for text in [dest] if isinstance(dest, str) else dest:
+    for text in dests:
         where = parse_location(text)
         if not isinstance(where, RemoteLun):
             continue
@@ -296,7 +296,7 @@ async def _copy_from(
             stripe_unit=unit,
         )
         checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
-        key = hold_key(checkpoint.path)
+        key = hold_key(source, dests, options.checkpoint)
         await asyncio.gather(*(d.take_hold(key) for d in dsts if isinstance(d, RemoteSide)))
         run = Run(
             plan,

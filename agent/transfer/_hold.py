@@ -7,10 +7,11 @@ spellings of one LUN, or a source that backs its own destination, are refused.
 Then each remote destination is held with a persistent reservation of type *Write
 Exclusive - Registrants Only* under the copy's key: every stream's session registers
 the key, and initiators that did not register cannot write the LUN until the copy
-ends and clears the reservation. The key derives from the copy's checkpoint, so a
-resumed copy (another agent process, new sessions) registers the same key and finds
-its reservation still there; a LUN reserved or registered under another key is
-refused. A target without persistent reservations is written unheld, with a warning.
+ends and clears the reservation. The key derives from the copy's ends and checkpoint
+(:func:`hold_key`), so a resumed copy (another agent process, new sessions) registers
+the same key and finds its reservation still there; a LUN reserved or registered
+under another key is refused. A target without persistent reservations is written
+unheld, with a warning.
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ class HoldError(Exception):
     """An end of a copy is the same device as another, or held by someone else."""
 
 
-def hold_key(checkpoint: Path) -> int:
-    """The copy's reservation key: 8 bytes of a hash of its checkpoint's path (nonzero)."""
-    digest = hashlib.sha256(b"reservoir-hold:" + str(checkpoint.resolve()).encode()).digest()
-    return int.from_bytes(digest[:8], "big") or 1
+def hold_key(source: str, dests: Sequence[str], checkpoint: Path | None = None) -> int:
+    """The copy's reservation key (nonzero): 8 bytes of a hash of its ends as given and
+    of its checkpoint file where one is named, so a resumed run has the same key and
+    another copy another (an agent names a checkpoint per copy)."""
+    where = "" if checkpoint is None else str(checkpoint.resolve())
+    text = "\n".join(["reservoir-hold", source, *dests, where])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") or 1
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,13 @@ from typing import Any
 
 import uvloop
 
-from reservoir.agent.transfer._engine import DEFAULT_INITIATOR, CopyError, CopyOptions, copy
+from reservoir.agent.transfer._engine import (
+    DEFAULT_INITIATOR,
+    CopyError,
+    CopyOptions,
+    copy,
+    release,
+)
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
 from reservoir.agent.transfer._progress import ProgressPrinter
 from reservoir.agent.transfer._summary import format_summary
@@ -61,6 +67,12 @@ def register(sub: Sub) -> None:
         help="a network path; streams are spread over the paths (repeatable)",
     )
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument(
+        "--release",
+        action="store_true",
+        help="copy nothing: end this copy's hold on its destinations (the persistent "
+        "reservation a paused or failed copy keeps for its --resume)",
+    )
     p.add_argument("--no-verify", action="store_true", help="do not read extents back")
     p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
     p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")
@@ -130,6 +142,8 @@ def parse_chap(text: str, option: str) -> tuple[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.release:
+        return release_main(args)
     printer = ProgressPrinter(sys.stderr)
     try:
         options = options_from(args)
@@ -140,4 +154,18 @@ def main(args: argparse.Namespace) -> int:
         return 1
     printer.finish()
     print(format_summary(summary))
+    return 0
+
+
+def release_main(args: argparse.Namespace) -> int:
+    """``--release``: the copy's destinations it held are released and named."""
+    try:
+        released = uvloop.run(release(args.source, args.dest, options_from(args)))
+    except CopyError as exc:
+        print(f"reservoir copy: {exc}", file=sys.stderr)
+        return 1
+    for dest in released:
+        print(f"released {dest}")
+    if not released:
+        print("this copy holds none of its destinations")
     return 0

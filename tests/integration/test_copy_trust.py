@@ -20,7 +20,7 @@ from reservoir.agent.control.copies import CopyManager
 from reservoir.agent.control.models import CapsBase, CopyCreate, CopyState
 from reservoir.agent.initiator import ScsiError, Session
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
-from reservoir.lab.peers import ReservoirTarget
+from reservoir.lab.peers import ReservoirTarget, reservoir_command
 
 pytestmark = pytest.mark.integration
 
@@ -257,3 +257,20 @@ def test_a_source_that_shrinks_during_the_copy_fails_in_words_without_a_tracebac
     assert [
         r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR
     ] == []
+
+
+def test_copy_release_ends_the_hold_of_a_copy_given_up(
+    tmp_path: Path, source: Path, target: ReservoirTarget
+) -> None:
+    url = target.url(0)
+    opts = options(tmp_path, streams=1, depth=1)
+    asyncio.run(paused_copy(source, url, opts, extents=1))
+    with pytest.raises(ScsiError):
+        asyncio.run(other_host_write(target))
+    command = [*reservoir_command(), "copy", str(source), url, "--release"]
+    command += ["--checkpoint", str(opts.checkpoint)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, f"released {url}\n"), done.stderr
+    asyncio.run(other_host_write(target))  # anyone may write again
+    again = subprocess.run(command, check=False, capture_output=True, text=True)
+    assert again.stdout == "this copy holds none of its destinations\n"
