@@ -7,13 +7,15 @@ States and the transitions the API may ask for::
       |   pause  pause resume (also from failed; continues from the engine's checkpoint)
       |       \\  v  |
       +------> paused
-    queued, running, paused --cancel--> cancelled
+    queued, running, paused, failed --cancel--> cancelled
 
 Pause cancels the running ``copy`` after the engine saved its checkpoint; resume runs
 ``copy`` again with ``resume=True`` and the same checkpoint file. A small JSON file per
 copy (``<state>/copies/<id>.json``, written atomically, mode 0600) lets a restarted agent
 list past copies; one that was queued or running when the agent stopped comes back as
 paused, ready to resume. CHAP secrets of a copy are kept in that file (for resume).
+A paused or failed copy keeps its destinations reserved for its resume (see
+``reservoir.agent.transfer``); cancelling it releases them.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ log = logging.getLogger("reservoir.agent")
 ACTIVE = frozenset({CopyState.QUEUED, CopyState.RUNNING})
 CAN_PAUSE = ACTIVE
 CAN_RESUME = frozenset({CopyState.PAUSED, CopyState.FAILED})
-CAN_CANCEL = frozenset({CopyState.QUEUED, CopyState.RUNNING, CopyState.PAUSED})
+# a failed copy still holds its destinations (for its resume): cancelling releases them
+CAN_CANCEL = frozenset({CopyState.QUEUED, CopyState.RUNNING, CopyState.PAUSED, CopyState.FAILED})
 CAN_CAP = frozenset({CopyState.QUEUED, CopyState.RUNNING, CopyState.PAUSED})
 STOP_RETRY = 3.0  # seconds before cancelling again a copy task that swallowed a cancel
 
@@ -280,7 +283,7 @@ class CopyManager:
         """Stops the copy for good: its destinations are released (a paused or failed
         copy keeps them reserved, to be resumed), then its checkpoint is deleted."""
         job = self.get(copy_id)
-        if job.state == CopyState.PAUSED and job.task is None:
+        if job.state in (CopyState.PAUSED, CopyState.FAILED) and job.task is None:
             self._check(job, CAN_CANCEL, "cancel")
         else:
             job = await self._stop(job, CopyState.CANCELLED, CAN_CANCEL, "cancel")

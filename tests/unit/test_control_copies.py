@@ -179,6 +179,26 @@ def test_cancel_of_a_paused_copy_removes_its_checkpoint(tmp_path: Path) -> None:
     run(main())
 
 
+def test_cancel_of_a_failed_copy_releases_its_destinations(tmp_path: Path) -> None:
+    released: list[tuple[str, str | Sequence[str], Path | None]] = []
+
+    async def release(source: str, dest: str | Sequence[str], options: CopyOptions) -> list[str]:
+        released.append((source, dest, options.checkpoint))
+        return []
+
+    async def main() -> None:
+        engine = FakeEngine(fail="the target went away", block=False)
+        manager = CopyManager(tmp_path, copy_fn=engine, release_fn=release)
+        job = manager.create(request(dest="iscsi://10.0.0.2/iqn.2026-11.org.x:v/0"))
+        await settle(manager, job.id)
+        assert state(job) == CopyState.FAILED and released == []  # held for its resume
+        assert (await manager.cancel(job.id)).state == CopyState.CANCELLED
+        assert released == [("/src.img", "iscsi://10.0.0.2/iqn.2026-11.org.x:v/0", job.checkpoint)]
+        assert not job.checkpoint.exists()
+
+    run(main())
+
+
 def test_pause_of_a_queued_copy(tmp_path: Path) -> None:
     async def main() -> None:
         manager = CopyManager(tmp_path, copy_fn=FakeEngine(), max_running=1)
