@@ -72,6 +72,7 @@ S = TransferState
 Json = dict[str, Any]
 COPY_ACTIVE = frozenset({"queued", "running"})
 COPY_LIVE = COPY_ACTIVE | {"paused"}
+COPY_HOLDING = COPY_LIVE | {"failed"}  # may still hold its destination: a cancel releases it
 COMPLETED = S.COMPLETED.value
 
 
@@ -143,7 +144,7 @@ class View:
 def _needs_work() -> Any:
     """Transfers a pass looks at: queued or running, or with copies left to stop."""
     stop = select(TransferLeg.transfer_id).where(TransferLeg.copy_state.in_(COPY_ACTIVE))
-    cancel = select(TransferLeg.transfer_id).where(TransferLeg.copy_state.in_(COPY_LIVE))
+    cancel = select(TransferLeg.transfer_id).where(TransferLeg.copy_state.in_(COPY_HOLDING))
     return select(Transfer).where(
         or_(
             Transfer.state.in_((S.QUEUED.value, S.RUNNING.value)),
@@ -332,7 +333,7 @@ class AgentScheduler:
         plan, copy = out.plan, out.copy
         if copy is None:
             return
-        live = COPY_LIVE if state == S.CANCELLED.value else COPY_ACTIVE
+        live = COPY_HOLDING if state == S.CANCELLED.value else COPY_ACTIVE
         if copy["state"] not in live:
             return
         action = "cancel" if state == S.CANCELLED.value else "pause"

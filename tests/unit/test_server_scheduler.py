@@ -335,6 +335,21 @@ def test_pause_resume_cancel_reach_the_agents_copies(world: World) -> None:
     assert {c["state"] for c in world.agents.copies.values()} == {"cancelled"}
 
 
+def test_cancelling_a_failed_transfer_cancels_its_failed_copies_too(world: World) -> None:
+    """A failed copy still holds its destination for a resume: cancelling the transfer
+    cancels it on its agent, which releases the destination."""
+    tid = two_by_two(world)["id"]
+    world.tick()
+    world.agents.copies["a", f"{tid}-leg0"].update(state="failed", last_error="target gone")
+    world.tick()
+    world.tick()
+    assert world.get(tid)["state"] == "failed"
+    world.ok(world.api.post(f"/transfers/{tid}/cancel"), 200)
+    world.tick()
+    assert ("a", "cancel", f"{tid}-leg0") in world.agents.calls
+    assert {c["state"] for c in world.agents.copies.values()} == {"cancelled"}
+
+
 def test_a_failed_copy_fails_the_transfer_and_pauses_the_others(world: World) -> None:
     tid = two_by_two(world)["id"]
     world.tick()
