@@ -17,20 +17,22 @@ from collections.abc import Mapping, Sequence
 from reservoir.agent.transfer._plan import Extent
 from reservoir.agent.transfer._stream import StreamWorker, VerifyError
 
-AT_ONCE = 2  # extents a stream checks at a time (read back: two extent buffers)
+READ_BACK_AT_ONCE = 2  # extents a stream reads back at a time: two extent buffers
 
 
 async def mismatched(
     workers: Mapping[int, Sequence[StreamWorker]],
     extents: Sequence[Extent],
     wanted: Mapping[int, bytes],
+    at_once: int = READ_BACK_AT_ONCE,
 ) -> list[Extent]:
     """The extents whose destination digest is not the one wanted, in extent order;
-    ``workers`` are the live streams of each server pair."""
+    ``workers`` are the live streams of each server pair, each checking ``at_once``
+    extents at a time (more where the destinations hash: nothing is read back)."""
     bad: list[Extent] = []
 
     async def check(worker: StreamWorker, mine: list[Extent]) -> None:
-        limit = asyncio.Semaphore(AT_ONCE)
+        limit = asyncio.Semaphore(at_once)
 
         async def one(extent: Extent) -> None:
             async with limit:

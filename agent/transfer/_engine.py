@@ -765,7 +765,9 @@ class Run:
             return
         workers = await self._end_workers()
         wanted = self.checkpoint.done
-        bad = await end_check.mismatched(workers, self.plan.extents, wanted)
+        hashing = all(isinstance(d, RemoteSide) and d.hashes for d in self.dsts)
+        at_once = self.options.depth if hashing else end_check.READ_BACK_AT_ONCE
+        bad = await end_check.mismatched(workers, self.plan.extents, wanted, at_once)
         if bad:
             self.end_mismatches = len(bad)
             log.warning(
@@ -775,7 +777,7 @@ class Run:
                 end_check.ranges(bad),
             )
             await end_check.resend(workers, bad)
-            still = await end_check.mismatched(workers, bad, wanted)
+            still = await end_check.mismatched(workers, bad, wanted, at_once)
             if still:
                 raise CopyError(
                     f"the destination still differs from the source after sending "
