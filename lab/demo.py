@@ -184,7 +184,7 @@ def verification(t: Json) -> bool:
         s = leg["summary"] or {}
         ok = s.get("verified") is True
         every &= ok
-        how = f" by {s['verified_by']}" if s.get("verified_by") else ""
+        how = f": {s['verification']}" if s.get("verification") else ""
         verdict = f"verified{how}" if ok else "NOT verified"
         say(f"  leg {leg['index']}: {leg['bytes'] / MiB:.0f} MiB, {verdict}")
     return every
