@@ -97,7 +97,9 @@ def delayed_lab() -> Iterator[Lab]:
 
 
 def test_direct_link_answers(direct_lab: Lab) -> None:
-    times = rtts(direct_lab, "a", "b", B, 5)
+    # kernel timestamps on a's NIC, as test_delay_line_rtt: a UDP echo between two Python
+    # processes measured their wake-ups too (5.05 ms once with both cores busy)
+    times = icmp_rtts(direct_lab, "a", "l1", B, 6)[1:]  # the first one waits for ARP
     assert len(times) == 5
     assert max(times) < 5
 
