@@ -8,7 +8,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,7 +144,7 @@ async def copy(
         connector=_connector(options),
         mutual_chap=options.mutual_chap,
     )
-    try:
+    with _copy_errors(source, dests):
         paths = [parse_path(p) for p in options.paths]
         if options.binds:
             paths += await resolve_binds(options.binds, _remote_of(source, dests[0]), login)
@@ -167,6 +167,14 @@ async def copy(
             )
         finally:
             await src.close()
+
+
+@contextlib.contextmanager
+def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
+    """Every error of a copy as one :class:`CopyError` line, in words where the
+    error says what happened (translated once, here)."""
+    try:
+        yield
     except (EndpointError, ck.CheckpointError, VerifyError, HoldError, ValueError) as exc:
         raise CopyError(str(exc)) from exc
     except ScsiError as exc:
