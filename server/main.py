@@ -207,14 +207,26 @@ def create_app(
     )
     app.state.settings = settings
     app.state.credentials = credentials
+    app.state.volume_lister = volume_lister or OneShotVolumeLister(credentials)
+    _expose(app, services)
+    install_handlers(app)
+    _protect(app, settings, credentials, services.sessions)
+    _allow_origins(app, settings)
+    _include_routes(app)
+    return app
+
+
+def _expose(app: FastAPI, services: _Services) -> None:
+    """The services the routes reach through ``app.state`` (``api/deps.py``)."""
     app.state.sessions = services.sessions
     app.state.scheduler = services.scheduler
     app.state.prober = services.prober
     app.state.agent_proxy = services.proxy
-    app.state.volume_lister = volume_lister or OneShotVolumeLister(credentials)
     app.state.campaigns = services.watcher
-    install_handlers(app)
-    _protect(app, settings, credentials, services.sessions)
+
+
+def _allow_origins(app: FastAPI, settings: ServerSettings) -> None:
+    """CORS for the origins the settings name (none by default)."""
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -222,5 +234,3 @@ def create_app(
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    _include_routes(app)
-    return app
