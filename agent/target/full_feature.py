@@ -229,6 +229,9 @@ def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> N
     conn.send(response)
 
 
+OUT_OF_SPACE = (scsi.SenseKey.DATA_PROTECT, 0x27, 0x07)  # SPACE ALLOCATION FAILED WRITE PROTECT
+
+
 def _log_refusal(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> None:
     """Say why a command did not succeed (unit attentions only at debug level)."""
     opcode = task.cmd.cdb[0] if task.cmd.cdb else -1
@@ -240,6 +243,9 @@ def _log_refusal(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> N
         key, asc, ascq = scsi.decode_sense(result.sense)
     except ValueError:
         key, asc, ascq = -1, -1, -1
+    if (key, asc, ascq) == OUT_OF_SPACE:
+        log.error("%s: out of space: the LUN's backing volume is full", what)
+        return
     level = logging.DEBUG if key == scsi.SenseKey.UNIT_ATTENTION else logging.INFO
     log.log(level, "%s: CHECK CONDITION, sense key %#x ASC/ASCQ %02x/%02x", what, key, asc, ascq)
 

@@ -235,6 +235,8 @@ def test_a_destination_lun_out_of_space_is_said_in_words(
         asyncio.run(copy(str(source), full.url(0), options(tmp_path)))
     want = f"destination LUN {full.url(0)} is out of space (its backing volume is full)"
     assert str(failed.value) == want
+    said = (tmp_path / "full.log").read_text()
+    assert "ERROR" in said and "out of space: the LUN's backing volume is full" in said
 
 
 def test_a_source_that_shrinks_during_the_copy_fails_in_words_without_a_traceback(
