@@ -11,7 +11,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Answer", "LogLines", "captured_logs", "send_partly"]
+__all__ = ["Answer", "LogLines", "captured_logs", "long_string_body", "send_partly"]
+
+
+def long_string_body(key: str, pieces: int = 32, size: int = 64 * 1024) -> Iterator[bytes]:
+    """A JSON object of one long string under ``key``, in pieces (a chunked body of 2 MiB
+    by default)."""
+    yield b'{"' + key.encode() + b'": "'
+    for _ in range(pieces):
+        yield b"x" * size
+    yield b'"}'
 
 
 @dataclass

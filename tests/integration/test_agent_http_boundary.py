@@ -13,7 +13,7 @@ import pytest
 
 from reservoir.agent.control import AgentSettings
 
-from .httpraw import captured_logs, send_partly
+from .httpraw import captured_logs, long_string_body, send_partly
 from .test_agent_api import TOKEN, client, serve_in_thread, settings_for
 
 pytestmark = pytest.mark.integration
@@ -62,14 +62,9 @@ def test_a_body_declared_over_max_body_bytes_is_413_before_it_is_sent(
 
 
 def test_a_chunked_body_over_max_body_bytes_is_413(api: str) -> None:
-    def chunks() -> Iterator[bytes]:
-        yield b'{"source": "'
-        for _ in range(32):
-            yield b"x" * (64 * 1024)
-        yield b'"}'
-
+    body = long_string_body("source")
     with client(api) as c:
-        r = c.post("/copies", content=chunks(), headers={"Content-Type": "application/json"})
+        r = c.post("/copies", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 413, r.text[:300]
     still_serves(api)
 

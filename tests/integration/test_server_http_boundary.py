@@ -14,7 +14,7 @@ import pytest
 
 from reservoir.server import ServerSettings
 
-from .httpraw import captured_logs, send_partly
+from .httpraw import captured_logs, long_string_body, send_partly
 from .test_server_api import USER, client, serve_in_thread, settings_for
 
 AGENT_API_TOKEN = "a-secret-that-must-never-come-back-0123456789"  # refused, never echoed
@@ -73,14 +73,9 @@ def test_a_body_declared_over_max_body_bytes_is_413_before_it_is_sent(
 
 
 def test_a_chunked_body_over_max_body_bytes_is_413(api: str) -> None:
-    def chunks() -> Iterator[bytes]:
-        yield b'{"name": "'
-        for _ in range(32):
-            yield b"x" * (64 * 1024)
-        yield b'"}'
-
+    body = long_string_body("name")
     with client(api) as c:
-        r = c.post("/links", content=chunks(), headers={"Content-Type": "application/json"})
+        r = c.post("/links", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 413, r.text[:300]
     assert "max_body_bytes" in r.json()["detail"]
     still_serves(api)
