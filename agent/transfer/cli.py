@@ -59,13 +59,14 @@ def register(sub: Sub) -> None:
         help="with several destinations: bytes of the source per destination in turn "
         f"(default {DEFAULT_EXTENT_SIZE >> 20} MiB)",
     )
-    p.add_argument(
-        "--path",
-        action="append",
-        default=[],
-        metavar="LOCAL=REMOTE[:PORT]",
-        help="a network path; streams are spread over the paths (repeatable)",
-    )
+    _add_lifecycle(p)
+    _add_login(p)
+    _add_network(p)
+    p.set_defaults(func=main)
+
+
+def _add_lifecycle(p: argparse.ArgumentParser) -> None:
+    """Resume, release, verification, checkpoint, range and telemetry."""
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
     p.add_argument(
         "--release",
@@ -73,15 +74,40 @@ def register(sub: Sub) -> None:
         help="copy nothing: end this copy's hold on its destinations (the persistent "
         "reservation a paused or failed copy keeps for its --resume)",
     )
-    p.add_argument("--no-verify", action="store_true", help="do not read extents back")
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="verify nothing: neither each extent nor the whole destination at the end",
+    )
     p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
     p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")
+    p.add_argument(
+        "--telemetry",
+        type=Path,
+        metavar="FILE",
+        help="append JSON lines: per-stream TCP_INFO at 2 Hz, path states, progress",
+    )
+
+
+def _add_login(p: argparse.ArgumentParser) -> None:
+    """How remote LUNs are logged in to."""
     p.add_argument("--initiator-name", default=DEFAULT_INITIATOR, metavar="IQN")
     p.add_argument("--chap", metavar="USER:SECRET", help="CHAP credentials for remote LUNs")
     p.add_argument(
         "--mutual-chap",
         metavar="USER:SECRET",
         help="the target's CHAP credentials, checked by the copy (mutual CHAP; needs --chap)",
+    )
+
+
+def _add_network(p: argparse.ArgumentParser) -> None:
+    """The paths the streams take, and their sockets."""
+    p.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="LOCAL=REMOTE[:PORT]",
+        help="a network path; streams are spread over the paths (repeatable)",
     )
     p.add_argument(
         "--bind",
@@ -96,13 +122,6 @@ def register(sub: Sub) -> None:
         help="MPTCP sockets; needs on both ends `ip mptcp limits set subflow 2 "
         "add_addr_accepted 2`, and on the target `ip mptcp endpoint add ADDR dev DEV signal`",
     )
-    p.add_argument(
-        "--telemetry",
-        type=Path,
-        metavar="FILE",
-        help="append JSON lines: per-stream TCP_INFO at 2 Hz, path states, progress",
-    )
-    p.set_defaults(func=main)
 
 
 def options_from(args: argparse.Namespace) -> CopyOptions:
