@@ -773,7 +773,7 @@ class Run:
             return
         workers = await self._end_workers()
         wanted = self.checkpoint.done
-        hashing = all(isinstance(d, RemoteSide) and d.hashes for d in self.dsts)
+        hashing = self._verified_by() == "destination"  # every destination hashes
         at_once = self.options.depth if hashing else end_check.READ_BACK_AT_ONCE
         bad = await end_check.mismatched(workers, self.plan.extents, wanted, at_once)
         if bad:
