@@ -130,43 +130,27 @@ class Site:
         )
         self.port = free_port()
 
+    def agent_bodies(self) -> tuple[Json, Json]:
+        """The registrations of agent a (the source files) and b (the LUNs)."""
+        lo = [{"name": "lo", "address": "127.0.0.1", "speed_bps": 10**10}]
+        files = [
+            {"name": f"f{i}", "path": str(p), "size_bytes": MEMBER}
+            for i, p in enumerate(self.sources)
+        ]
+        portal = f"127.0.0.1:{self.portal}"
+        luns = [
+            {"name": f"l{i}", "iqn": IQN, "lun": i, "size_bytes": MEMBER, "portal": portal}
+            for i in range(2)
+        ]
+        url = "http://127.0.0.1:{}"
+        return (
+            {"name": "a", "control_url": url.format(self.a.port), "nics": lo, "volumes": files},
+            {"name": "b", "control_url": url.format(self.b.port), "nics": lo, "volumes": luns},
+        )
+
     def register(self, c: httpx.Client) -> Json:
         """Both agents, their sets (same stripe unit), a link; a transfer of 2 legs."""
-        lo = [{"name": "lo", "address": "127.0.0.1", "speed_bps": 10**10}]
-        a = ok(
-            c.post(
-                "/agents",
-                json={
-                    "name": "a",
-                    "control_url": f"http://127.0.0.1:{self.a.port}",
-                    "nics": lo,
-                    "volumes": [
-                        {"name": f"f{i}", "path": str(p), "size_bytes": MEMBER}
-                        for i, p in enumerate(self.sources)
-                    ],
-                },
-            )
-        )
-        b = ok(
-            c.post(
-                "/agents",
-                json={
-                    "name": "b",
-                    "control_url": f"http://127.0.0.1:{self.b.port}",
-                    "nics": lo,
-                    "volumes": [
-                        {
-                            "name": f"l{i}",
-                            "iqn": IQN,
-                            "lun": i,
-                            "size_bytes": MEMBER,
-                            "portal": f"127.0.0.1:{self.portal}",
-                        }
-                        for i in range(2)
-                    ],
-                },
-            )
-        )
+        a, b = (ok(c.post("/agents", json=body)) for body in self.agent_bodies())
         sets = [
             ok(
                 c.post(
