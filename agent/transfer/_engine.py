@@ -592,8 +592,10 @@ class Run:
             self.options.verify,
             self.options.verify_retries,
         )
+        inner = dest.inner if isinstance(dest, CountingChannel) else dest
+        tcp_info = inner.session.tcp_info if isinstance(inner, RemoteChannel) else None
         return StreamWorker(
-            self.stats[index], source, dest, self.dispatcher, settings, self._on_done
+            self.stats[index], source, dest, self.dispatcher, settings, self._on_done, tcp_info
         )
 
     def _counted(self, channel: Channel, label: str) -> Channel:

@@ -22,7 +22,9 @@ import xxhash
 
 from reservoir.agent.initiator import CommandTimeout, ConnectionLostError
 from reservoir.agent.transfer._endpoints import Channel
+from reservoir.agent.transfer._extent_write import ExtentWrite
 from reservoir.agent.transfer._plan import Extent, Queues
+from reservoir.agent.transfer._window import TcpInfoSource, Window
 
 STREAM_ERRORS = (ConnectionLostError, CommandTimeout)
 ECF_SLACK = 1.1  # a stream takes an extent it would finish within 1.1 x the expected end
@@ -47,6 +49,7 @@ class StreamStats:
     seconds: float = 0.0
     error: str | None = None
     reopened: int = 0  # times reopened after its path recovered
+    helped: int = 0  # pieces of other streams' extents it wrote (at the tail of a copy)
 
     @property
     def up(self) -> bool:
@@ -88,6 +91,7 @@ class Dispatcher:
         self.done_bytes = [0] * streams
         self.failed: set[int] = set()
         self.deferred = 0  # times a stream left an extent to faster ones
+        self.writes: dict[int, list[ExtentWrite]] = {}  # by pair: extents being written
         self._changed = asyncio.Event()
 
     def in_flight(self) -> set[int]:
@@ -98,10 +102,28 @@ class Dispatcher:
     def writing(self, extent: Extent) -> None:
         self.written.add(extent.id)
 
-    async def take(self, stream: int) -> Extent | None:
+    def begin_write(self, work: ExtentWrite) -> None:
+        self.writes.setdefault(self.queues.plan.pair_of(work.owner), []).append(work)
+        self._changed.set()
+
+    def end_write(self, work: ExtentWrite) -> None:
+        self.writes[self.queues.plan.pair_of(work.owner)].remove(work)
+
+    def nudge(self) -> None:
+        """Something changed that a waiting stream may act on (a piece came back)."""
+        self._changed.set()
+
+    def _to_help(self, stream: int) -> ExtentWrite | None:
+        """Another stream's extent of the pair with pieces nobody issued yet."""
+        works = self.writes.get(self.queues.plan.pair_of(stream), [])
+        open_ = [w for w in works if w.owner != stream and w.pending and not w.abandoned]
+        return max(open_, key=lambda w: len(w.pending), default=None)
+
+    async def take(self, stream: int) -> Extent | ExtentWrite | None:
         """The next extent, waiting while other streams still hold some that may
         come back, or while faster streams would finish it sooner (see the class);
-        None when everything is done or held by nobody else."""
+        None when everything is done or held by nobody else. A stream that holds
+        nothing meanwhile gets another's extent write to help with (_extent_write)."""
         self.failed.discard(stream)
         while True:
             if self._worth(stream):
@@ -117,6 +139,8 @@ class Dispatcher:
                 self.held[i] for i in plan.streams_of(pair)
             ):
                 return None  # nothing left, and nothing of this pair can come back
+            if not self.held[stream] and (work := self._to_help(stream)) is not None:
+                return work
             self._changed.clear()
             # rates change with time too: look again after RECHECK_S (a timer, not
             # wait_for, which in 3.11 may swallow the cancellation of a failed stream)
@@ -182,10 +206,11 @@ class StreamWorker:
     dispatcher: Dispatcher
     settings: Settings
     on_done: Done
+    tcp_info: TcpInfoSource | None = None  # the connection writes go over, to size the window
     _queue: asyncio.Queue[tuple[Extent, bytearray] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=1)
     )
-    _window: asyncio.Semaphore | None = None
+    _window: Window | None = None
     _ahead: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     _spare: list[bytearray] = field(default_factory=list)  # extent buffers to reuse
     _busy: int = 0  # extents being carried
@@ -194,7 +219,7 @@ class StreamWorker:
     async def run(self) -> None:
         """Carries extents until none is left; a lost session ends the stream and
         gives its extents back; any other error propagates."""
-        self._window = asyncio.Semaphore(self.settings.depth)
+        self._window = self._new_window()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._read_ahead())
@@ -216,9 +241,16 @@ class StreamWorker:
             extent = await self.dispatcher.take(self.stats.index)
             if extent is None:
                 break
+            if isinstance(extent, ExtentWrite):
+                self._ahead.release()
+                await self._help(extent)
+                continue
             data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
             await self._queue.put((extent, data))
         await self._queue.put(None)
+
+    def _new_window(self) -> Window:
+        return Window(self.settings.depth, self.settings.piece, self.tcp_info)
 
     async def _send_all(self, group: asyncio.TaskGroup) -> None:
         slots = asyncio.Semaphore(self.settings.extents_in_flight)
@@ -261,22 +293,23 @@ class StreamWorker:
     async def verify(self, extent: Extent, want: bytes) -> bool:
         """Whether the destination holds ``want`` (an extent's digest) for it now."""
         if self._window is None:
-            self._window = asyncio.Semaphore(self.settings.depth)
+            self._window = self._new_window()
         return await self._verified(extent, want)
 
     async def resend(self, extent: Extent) -> None:
         """Reads the extent from the source again and carries it (written, verified)."""
         if self._window is None:
-            self._window = asyncio.Semaphore(self.settings.depth)
-        data = await self._read(self.source, extent, self._window)
+            self._window = self._new_window()
+        data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
         await self._carry(extent, data)
 
     async def _verified(self, extent: Extent, want: bytes) -> bool:
         """The destination's digest of the extent (read back where it cannot hash)."""
         theirs = await self.dest.digest(extent.dest_offset, extent.length)
         if theirs is None:
-            assert self._window is not None
-            back = await self._read(self.dest, extent, self._window, extent.dest_offset)
+            back = await self._read(
+                self.dest, extent, asyncio.Semaphore(self.settings.depth), extent.dest_offset
+            )
             theirs = digest(back)
             self._give_back(back)
         return theirs == want
@@ -312,14 +345,85 @@ class StreamWorker:
             self._spare.append(buf)
 
     async def _write(self, extent: Extent, data: bytearray) -> None:
-        view = memoryview(data)
+        """Issues the extent's pieces as the window lets them go; other streams of the
+        pair may write some (see _extent_write). Returns once every piece completed."""
+        work = ExtentWrite(extent, self.stats.index, memoryview(data), self.settings.piece)
+        self.dispatcher.begin_write(work)
+        mine: set[asyncio.Task[None]] = set()
+        try:
+            while not work.complete:
+                if work.error is not None:
+                    raise work.error
+                if work.pending:
+                    await self._issue(work, mine)
+                else:
+                    await work.changed()
+            if work.error is not None:
+                raise work.error
+        finally:
+            work.abandon()
+            self.dispatcher.end_write(work)
+            await _cancel_all(mine)
 
-        async def piece(offset: int, length: int) -> None:
-            start = offset - extent.offset
-            await self.dest.write(extent.dest_offset + start, view[start : start + length])
+    async def _help(self, work: ExtentWrite) -> None:
+        """Writes pieces of another stream's extent over this stream's connection while
+        it has pending ones; a piece whose write fails goes back to its owner, and the
+        failure ends this stream as it would have ended it on its own extent."""
+        mine: set[asyncio.Task[None]] = set()
+        failed: list[BaseException] = []
+        try:
+            while work.pending and not work.abandoned and not failed:
+                await self._issue(work, mine, failed)
+            await asyncio.gather(*mine)
+        finally:
+            await _cancel_all(mine)
+        if failed:
+            raise failed[0]
 
+    async def _issue(
+        self,
+        work: ExtentWrite,
+        tasks: set[asyncio.Task[None]],
+        failed: list[BaseException] | None = None,
+    ) -> None:
+        """One pending piece of ``work`` on this stream's connection, once the window
+        has room (another stream may have taken it meanwhile: then nothing). A helper
+        passes ``failed``, where its pieces' errors go."""
         assert self._window is not None
-        await self._pieces(extent, piece, self._window)
+        await self._window.acquire()
+        offset = work.take_piece() if work.error is None else None
+        if offset is None:
+            self._window.release()
+            return
+        piece = self._piece(work, offset, failed)
+        task = asyncio.get_running_loop().create_task(piece)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _piece(
+        self, work: ExtentWrite, offset: int, failed: list[BaseException] | None
+    ) -> None:
+        """Writes one piece; its outcome goes to ``work`` (and a helper's error to
+        ``failed``), so the task itself only ever ends in a cancellation."""
+        assert self._window is not None
+        extent = work.extent
+        at = extent.dest_offset + offset - extent.offset
+        try:
+            await self.dest.write(at, work.piece_view(offset))
+        except BaseException as exc:
+            if failed is None:
+                work.fail(exc)
+            else:
+                work.piece_back(offset)
+                self.dispatcher.nudge()
+                failed.append(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            work.piece_done(helper=failed is not None)
+            self.stats.helped += failed is not None
+        finally:
+            self._window.release()
 
     async def _pieces(
         self,
@@ -334,6 +438,13 @@ class StreamWorker:
                 await run(offset, min(size, extent.end - offset))
 
         await asyncio.gather(*(one(o) for o in range(extent.offset, extent.end, size)))
+
+
+async def _cancel_all(tasks: set[asyncio.Task[None]]) -> None:
+    """Cancels the tasks still running and waits for them (their errors are known)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

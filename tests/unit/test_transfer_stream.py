@@ -299,21 +299,57 @@ def test_the_dispatcher_defers_a_slow_stream_only_near_the_end() -> None:
     async def main() -> list[bool]:
         a = await dispatcher.take(0)
         b = await dispatcher.take(1)
-        assert a is not None and b is not None
+        assert isinstance(a, Extent) and isinstance(b, Extent)
         clock.now = 1.0
         dispatcher.done(0, a)  # stream 0: one extent a second
         for _ in range(9):
             extent = await dispatcher.take(0)
-            assert extent is not None
+            assert isinstance(extent, Extent)
             dispatcher.done(0, extent)
         clock.now = 10.0
         dispatcher.done(1, b)  # stream 1: one extent in ten seconds
         early = dispatcher._worth(1)
         while dispatcher.queues.queued(0) > 2:
             extent = await dispatcher.take(0)
-            assert extent is not None
+            assert isinstance(extent, Extent)
             dispatcher.done(0, extent)
         return [early, dispatcher._worth(1), dispatcher._worth(0)]
 
     assert asyncio.run(main()) == [True, False, True]
     assert dispatcher.deferred == 1
+
+
+def test_an_idle_stream_writes_the_pending_pieces_of_a_slow_streams_extent() -> None:
+    """Two extents of eight pieces, two pieces in flight a stream: the fast stream
+    finishes its own and then writes pieces of the slow stream's, over its own sink."""
+    fast, slow = Memory(bytearray(), 0.001), Memory(bytearray(), 0.05)
+    settings = Settings(piece=EXTENT // 8, depth=2)
+    source, dest, stats, _, done = asyncio.run(
+        run([0.001, 0.05], 2, sinks=[fast, slow], settings=settings)
+    )
+    assert dest == source and sorted(done) == [0, 1]
+    assert stats[0].helped > 0 and stats[1].helped == 0
+    assert slow.writes + stats[0].helped == 8
+    assert fast.writes == 8 * stats[0].extents + stats[0].helped
+
+
+def test_a_helper_that_loses_its_connection_gives_its_piece_back() -> None:
+    """The fast stream's connection drops on its first helping write: that piece goes
+    back and the slow stream writes it; both extents are done, the data equal."""
+    fast, slow = Memory(bytearray(), 0.001), Memory(bytearray(), 0.05)
+    fast.fail_after = 8  # its own extent's eight pieces, then nothing more
+    fast.hashes = slow.hashes = True  # verified without reading back
+    settings = Settings(piece=EXTENT // 8, depth=2)
+    source, dest, stats, _, done = asyncio.run(
+        run([0.001, 0.05], 2, sinks=[fast, slow], settings=settings)
+    )
+    assert stats[0].error is not None and stats[0].helped == 0
+    assert stats[0].extents == 1 and stats[1].extents == 1
+    assert dest == source and sorted(done) == [0, 1]
+
+
+def test_a_stream_issues_no_more_pieces_than_its_window_allows() -> None:
+    sink = Memory(bytearray(), 0.002)
+    settings = Settings(piece=EXTENT // 8, depth=3)
+    source, dest, _, _, _ = asyncio.run(run([0.0], 4, sinks=[sink], settings=settings))
+    assert dest == source and sink.most_in_flight == 3
