@@ -15,7 +15,7 @@ from reservoir.agent.initiator._errors import (
     ProtocolError,
     ScsiError,
 )
-from reservoir.agent.initiator._hash_range import hash_range, supports_hash_range
+from reservoir.agent.initiator._hash_range import hash_range, hash_receipts, supports_hash_range
 from reservoir.agent.initiator._identity import device_designator
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.initiator._reservation import (
@@ -49,6 +49,7 @@ __all__ = [
     "device_designator",
     "discover",
     "hash_range",
+    "hash_receipts",
     "pr_clear",
     "pr_read_keys",
     "pr_read_reservation",

@@ -14,7 +14,7 @@ import asyncio
 from reservoir.agent.initiator._commands import hash_range16, inquiry, report_one_opcode
 from reservoir.agent.initiator._errors import ProtocolError, ScsiError
 from reservoir.agent.initiator._session import Session
-from reservoir.agent.scsi import HASH_RANGE_OPCODE
+from reservoir.agent.scsi import ALG_RECEIPT, HASH_RANGE_OPCODE
 
 VENDOR = b"RESERVOR"
 SUPPORTED = 0b011  # SPC-4 Table 305: supported, in conformance with a standard (or vendor)
@@ -45,4 +45,15 @@ async def hash_range(session: Session, lun: int, lba: int, blocks: int) -> bytes
     reply = await session.scsi(lun, hash_range16(lba, blocks), read_length=16)
     if len(reply.data) != 16:
         raise ProtocolError(f"HASH RANGE returned {len(reply.data)} bytes, not 16")
+    return reply.data
+
+
+async def hash_receipts(session: Session, lun: int, lba: int, blocks: int) -> bytes | None:
+    """The target's digest of its receipts for the range (HASH RANGE algorithm 02h:
+    what the writes that last wrote it received); None where some block has none."""
+    reply = await session.scsi(lun, hash_range16(lba, blocks, ALG_RECEIPT), read_length=16)
+    if not reply.data:
+        return None
+    if len(reply.data) != 16:
+        raise ProtocolError(f"HASH RANGE (receipt) returned {len(reply.data)} bytes, not 16")
     return reply.data

@@ -5,15 +5,17 @@ The iSCSI target hands every SCSI Command PDU to :meth:`LunTable.execute` as a
 sense. Logical units run over a :class:`Backend` (reservoir.agent.storage).
 """
 
-from ._hash_range import ALG_XXH3_128, HASH_RANGE_OPCODE, MAX_HASH_BYTES
+from ._hash_range import ALG_RECEIPT, ALG_XXH3_128, HASH_RANGE_OPCODE, MAX_HASH_BYTES
 from ._lu import LogicalUnit
 from ._lun_table import LunTable
 from ._luns import decode_lun, encode_lun
+from ._receipts import receipt_digest
 from ._sense import SenseKey, build_sense, decode_sense, sense_information
 from ._state import derive_naa
 from ._types import Backend, Nexus, ScsiCommand, ScsiResult, Status
 
 __all__ = [
+    "ALG_RECEIPT",
     "ALG_XXH3_128",
     "HASH_RANGE_OPCODE",
     "MAX_HASH_BYTES",
@@ -30,5 +32,6 @@ __all__ = [
     "decode_sense",
     "derive_naa",
     "encode_lun",
+    "receipt_digest",
     "sense_information",
 ]

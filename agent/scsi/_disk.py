@@ -59,20 +59,27 @@ async def store(st: LuState, lba: int, data: Buffer) -> None:
         await gate.enter()
     else:
         gate.inflight += 1
+    change = st.receipts.begin(lba, len(data) // st.block_size)
+    stored = False
     try:
         await st.backend.write(lba * st.block_size, data)
+        stored = True
     except OSError as exc:
         raise io_error(exc, WRITE_ERROR, lba) from exc
     finally:
+        st.receipts.end(change, data if stored and st.receipts.wants(len(data)) else None)
         gate.leave()
 
 
 async def store_exclusive(st: LuState, lba: int, data: Buffer) -> None:
     """Writes inside :meth:`WriteGate.exclusive` (must not enter the gate again)."""
+    change = st.receipts.begin(lba, len(data) // st.block_size)
     try:
         await st.backend.write(lba * st.block_size, data)
     except OSError as exc:
         raise io_error(exc, WRITE_ERROR, lba) from exc
+    finally:
+        st.receipts.end(change)
 
 
 async def flush(st: LuState) -> None:

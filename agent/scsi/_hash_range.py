@@ -5,8 +5,9 @@ written extent without reading it back over the network.
 CDB (16 bytes, all multi-byte fields big endian)::
 
     byte 0       OPERATION CODE (C1h)
-    byte 1       ALGORITHM: 01h = XXH3-128; any other value is
-                 INVALID FIELD IN CDB (field pointer: byte 1)
+    byte 1       ALGORITHM: 01h = XXH3-128 of the blocks as stored; 02h = RECEIPT
+                 (below); any other value is INVALID FIELD IN CDB (field pointer:
+                 byte 1)
     bytes 2-9    LOGICAL BLOCK ADDRESS
     bytes 10-13  NUMBER OF LOGICAL BLOCKS: 0 hashes nothing (the digest of empty
                  input); more than 64 MiB of data is INVALID FIELD IN CDB (byte 10)
@@ -14,11 +15,17 @@ CDB (16 bytes, all multi-byte fields big endian)::
     byte 15      CONTROL
 
 A range past the capacity is LOGICAL BLOCK ADDRESS OUT OF RANGE and an I/O error
-MEDIUM ERROR / UNRECOVERED READ ERROR, as for READ. Data-In is 16 bytes: the
+MEDIUM ERROR / UNRECOVERED READ ERROR, as for READ. Algorithm 01h: Data-In is 16 bytes: the
 XXH3-128 digest (canonical, big endian form) of the blocks as currently stored,
 unwritten (thin) ranges reading as zeros. The data is read and hashed 1 MiB at a
 time, into two buffers in turn: the next read is under way while a chunk is
 hashed. For reservations it is a read: allowed wherever READ is.
+
+Algorithm 02h reads nothing: when the range is tiled, in order, by the receipts of the
+WRITE commands that last wrote it (see _receipts), Data-In is the XXH3-128 over their
+16-byte digests concatenated (what :func:`receipt_digest` computes from the data and
+the size of the commands); when some block of the range has no receipt, there is no
+Data-In (GOOD, with the whole length as residual), and the initiator asks for 01h.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ._types import ScsiCommand, ScsiResult, Status
 
 HASH_RANGE_OPCODE: Final = HASH_RANGE
 ALG_XXH3_128: Final = 0x01
+ALG_RECEIPT: Final = 0x02
 DIGEST_LENGTH: Final = 16
 MAX_HASH_BYTES: Final = 64 << 20
 CHUNK_BYTES: Final = 1 << 20
@@ -49,7 +57,7 @@ _LAYOUT: Final = struct.Struct(">xBQIBx")
 
 async def hash_range(st: LuState, cmd: ScsiCommand) -> ScsiResult:
     algorithm, lba, blocks, reserved = _LAYOUT.unpack_from(cmd.cdb)
-    if algorithm != ALG_XXH3_128:
+    if algorithm not in (ALG_XXH3_128, ALG_RECEIPT):
         raise invalid_field_in_cdb(1)
     if reserved:
         raise invalid_field_in_cdb(14)
@@ -57,6 +65,8 @@ async def hash_range(st: LuState, cmd: ScsiCommand) -> ScsiResult:
     bs = st.block_size
     if blocks * bs > MAX_HASH_BYTES:
         raise invalid_field_in_cdb(10)
+    if algorithm == ALG_RECEIPT:
+        return ScsiResult(Status.GOOD, st.receipts.digest_of(lba, blocks) or b"")
     return ScsiResult(Status.GOOD, await _digest(st, lba, blocks))
 
 

@@ -46,11 +46,13 @@ async def _zero_blocks(
     """``call`` (discard or write zeroes) over whole blocks, as a user of the write gate."""
     bs = st.block_size
     await st.gate.enter()
+    change = st.receipts.begin(lba, blocks)
     try:
         await call(lba * bs, blocks * bs)
     except OSError as exc:
         raise io_error(exc, WRITE_ERROR, lba) from exc
     finally:
+        st.receipts.end(change)
         st.gate.leave()
 
 

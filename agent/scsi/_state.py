@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from ._opcodes import commands_for
+from ._receipts import Receipts
 from ._reservations import Reservations
 from ._sense import lba_out_of_range
 from ._types import Backend, Nexus
@@ -148,6 +149,7 @@ class LuState:
         self.ua = UnitAttentions(on_new_nexus=ua_on_new_nexus)
         self.res = Reservations()
         self.gate = WriteGate()
+        self.receipts = Receipts(self.block_size)
         self.ports: set[int] = {identity.target_port_id}
         self.commands = commands_for(self.thin)
 

@@ -22,10 +22,12 @@ from urllib.parse import urlsplit
 from reservoir.agent.initiator import (
     InitiatorError,
     RecoveryPolicy,
+    ScsiError,
     Session,
     device_designator,
     discover,
     hash_range,
+    hash_receipts,
     pr_clear,
     pr_register,
     supports_hash_range,
@@ -105,6 +107,12 @@ class Channel(Protocol):
         (the caller reads the range back instead)."""
         ...
 
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        """The destination's digest of what the writes that last wrote the range
+        received (:func:`reservoir.agent.scsi.receipt_digest`); None where it has no
+        receipt for some of it (the caller checks storage instead)."""
+        ...
+
     async def flush(self) -> None: ...
 
     async def release(self) -> None:
@@ -157,6 +165,9 @@ class LocalChannel:
 
     async def digest(self, offset: int, length: int) -> bytes | None:
         return None  # reading a local volume back is as cheap as hashing it here
+
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        return None
 
     async def flush(self) -> None:
         await self.volume.flush()
@@ -215,6 +226,14 @@ class RemoteChannel:
         if not self.hashes or length > MAX_HASH_BYTES:
             return None
         return await hash_range(self.session, self.lun, offset // self.bs, length // self.bs)
+
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        if not self.hashes or length > MAX_HASH_BYTES:
+            return None
+        try:
+            return await hash_receipts(self.session, self.lun, offset // self.bs, length // self.bs)
+        except ScsiError:
+            return None  # a target of ours from before receipts: storage is checked
 
     async def flush(self) -> None:
         await self.session.scsi(self.lun, SYNCHRONIZE_CACHE_10)
@@ -451,6 +470,9 @@ class CountingChannel:
 
     async def digest(self, offset: int, length: int) -> bytes | None:
         return await self.inner.digest(offset, length)
+
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        return await self.inner.receipt(offset, length)
 
     async def flush(self) -> None:
         await self.inner.flush()

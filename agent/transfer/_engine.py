@@ -73,6 +73,11 @@ COPY_RECOVERY = RecoveryPolicy(attempts=12, first_delay=0.05, max_delay=2.0)
 long enough for a destination agent to be restarted (a failed *path* is handled
 sooner, by the path monitor, which moves its extents to the other paths)."""
 TICK = 0.5
+VERIFICATIONS = ("storage", "receipt")
+"""How each extent is verified: ``storage`` (the destination hashes what it holds:
+HASH RANGE, or the extent read back) or ``receipt`` (the destination's receipts of
+what its writes received, storage where it has none). Both end with the whole
+destination hashed from storage (_end_check)."""
 
 
 class CopyError(Exception):
@@ -86,6 +91,7 @@ class CopyOptions:
     paths: list[str] = field(default_factory=list)  # LOCAL=REMOTE[:PORT]
     resume: bool = False
     verify: bool = True
+    verification: str = "storage"  # or "receipt": see VERIFICATIONS
     checkpoint: Path | None = None
     range: tuple[int, int] | None = None  # (offset, length) in bytes
     initiator_name: str = DEFAULT_INITIATOR
@@ -136,6 +142,8 @@ async def copy(
         )
     if options.mutual_chap is not None and options.chap is None:
         raise CopyError("mutual CHAP needs the initiator's CHAP credentials too (--chap)")
+    if options.verification not in VERIFICATIONS:
+        raise CopyError(f"verification {options.verification!r}: one of {', '.join(VERIFICATIONS)}")
     login = Login(
         options.initiator_name,
         options.chap,
@@ -591,6 +599,7 @@ class Run:
             self.options.depth,
             self.options.verify,
             self.options.verify_retries,
+            receipts=self.options.verification == "receipt",
         )
         inner = dest.inner if isinstance(dest, CountingChannel) else dest
         tcp_info = inner.session.tcp_info if isinstance(inner, RemoteChannel) else None
@@ -856,4 +865,5 @@ class Run:
             path_reports=self.monitor.reports() if self.monitor is not None else [],
             end_mismatches=self.end_mismatches,
             held=any(isinstance(d, RemoteSide) and d.hold is not None for d in self.dsts),
+            mode=self.options.verification if self.options.verify else "",
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import xxhash
 
 from reservoir.agent.initiator import CommandTimeout, ConnectionLostError
+from reservoir.agent.scsi import receipt_digest
 from reservoir.agent.transfer._endpoints import Channel
 from reservoir.agent.transfer._extent_write import ExtentWrite
 from reservoir.agent.transfer._plan import Extent, Queues
@@ -50,6 +51,7 @@ class StreamStats:
     error: str | None = None
     reopened: int = 0  # times reopened after its path recovered
     helped: int = 0  # pieces of other streams' extents it wrote (at the tail of a copy)
+    by_receipt: int = 0  # extents verified by the destination's receipts (not storage)
 
     @property
     def up(self) -> bool:
@@ -62,6 +64,7 @@ class Settings:
     depth: int = 8  # commands in flight on the stream
     verify: bool = True
     retries: int = 3
+    receipts: bool = False  # check the destination's receipts before its storage
     extents_in_flight: int = 2  # written, not yet verified
 
 
@@ -266,10 +269,11 @@ class StreamWorker:
         self.dispatcher.writing(extent)
         try:
             want = digest(data)
+            receipt = receipt_digest(data, self.settings.piece) if self.settings.receipts else None
             for attempt in range(self.settings.retries + 1):
                 await self._write(extent, data)
                 self.stats.bytes += extent.length
-                if not self.settings.verify or await self._verified(extent, want):
+                if not self.settings.verify or await self._checked(extent, want, receipt):
                     self.stats.extents += 1
                     self.on_done(self, extent, want)
                     self._give_back(data)  # every command on it has completed
@@ -302,6 +306,16 @@ class StreamWorker:
             self._window = self._new_window()
         data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
         await self._carry(extent, data)
+
+    async def _checked(self, extent: Extent, want: bytes, receipt: bytes | None) -> bool:
+        """Whether the destination received the extent as sent (``receipt`` mode, where
+        its receipts cover the extent) or holds it (storage)."""
+        if receipt is not None:
+            theirs = await self.dest.receipt(extent.dest_offset, extent.length)
+            if theirs is not None:
+                self.stats.by_receipt += theirs == receipt
+                return theirs == receipt
+        return await self._verified(extent, want)
 
     async def _verified(self, extent: Extent, want: bytes) -> bool:
         """The destination's digest of the extent (read back where it cannot hash)."""

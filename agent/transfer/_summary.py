@@ -50,6 +50,7 @@ class CopySummary:
     path_reports: list[PathReport] = field(default_factory=list)  # with 2+ paths
     end_mismatches: int = 0  # extents the check at the end found different (resent)
     held: bool = False  # the destination LUNs were reserved for the copy
+    mode: str = ""  # how each extent was verified: "storage", "receipt" ("": not verified)
 
     @property
     def verification(self) -> str:
@@ -63,7 +64,20 @@ class CopySummary:
                 "hashed by the destinations that can, read back and hashed elsewhere"
             ),
         }.get(self.verified_by, "checked")
-        return f"whole destination range {how} after the last extent: equal to the source"
+        whole = f"whole destination range {how} after the last extent: equal to the source"
+        return f"{self.extents_checked}; {whole}"
+
+    @property
+    def extents_checked(self) -> str:
+        """How each extent was verified as it was written."""
+        if self.mode != "receipt":
+            return "each extent hashed from storage"
+        by_receipt = sum(s.by_receipt for s in self.streams)
+        done = sum(s.extents for s in self.streams)
+        return (
+            f"{by_receipt} of {done} extents checked by the destination's receipts of what "
+            "it received, the others hashed from storage"
+        )
 
     @property
     def rate(self) -> float:

@@ -25,6 +25,7 @@ import uvloop
 
 from reservoir.agent.transfer._engine import (
     DEFAULT_INITIATOR,
+    VERIFICATIONS,
     CopyError,
     CopyOptions,
     copy,
@@ -79,6 +80,15 @@ def _add_lifecycle(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="verify nothing: neither each extent nor the whole destination at the end",
     )
+    p.add_argument(
+        "--verify",
+        choices=VERIFICATIONS,
+        default="storage",
+        dest="verification",
+        help="how each extent is verified: storage (the destination hashes what it holds; "
+        "default) or receipt (the digests of what its writes received, where it kept them); "
+        "the whole destination is hashed from storage at the end either way",
+    )
     p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
     p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")
     p.add_argument(
@@ -132,6 +142,7 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
         paths=list(args.path),
         resume=args.resume,
         verify=not args.no_verify,
+        verification=args.verification,
         checkpoint=args.checkpoint,
         range=parse_range(args.range) if args.range else None,
         initiator_name=args.initiator_name,

@@ -76,6 +76,9 @@ class Volume:
     async def digest(self, offset: int, length: int) -> bytes | None:
         return None
 
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        return None
+
     async def flush(self) -> None:
         return None
 

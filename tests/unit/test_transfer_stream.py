@@ -32,6 +32,9 @@ class Memory:
         self.corrupt = 0
         self.writes = self.reads = self.digests = 0
         self.hashes = False
+        self.keeps_receipts = False
+        self.received: dict[int, tuple[int, bytes]] = {}  # offset: (length, digest)
+        self.receipts_asked = 0
         self.in_flight = self.most_in_flight = 0
 
     async def read(self, offset: int, length: int) -> bytes:
@@ -48,6 +51,20 @@ class Memory:
         await asyncio.sleep(self.delay)
         return digest(self.data[offset : offset + length])
 
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        """Like our target's receipts: digests of the writes that tile the range."""
+        if not self.keeps_receipts:
+            return None
+        self.receipts_asked += 1
+        parts, at = [], offset
+        while at < offset + length:
+            if at not in self.received:
+                return None
+            size, piece_digest = self.received[at]
+            parts.append(piece_digest)
+            at += size
+        return digest(b"".join(parts))
+
     async def readinto(self, offset: int, view: memoryview) -> None:
         view[:] = await self.read(offset, len(view))
 
@@ -62,6 +79,7 @@ class Memory:
         if self.fail_after is not None and self.writes > self.fail_after:
             raise ConnectionLostError("dropped by the test")
         self.data[offset : offset + len(data)] = data
+        self.received[offset] = (len(data), digest(data))
         if self.corrupt:
             self.corrupt -= 1
             self.data[offset] ^= 0xFF
@@ -353,3 +371,37 @@ def test_a_stream_issues_no_more_pieces_than_its_window_allows() -> None:
     settings = Settings(piece=EXTENT // 8, depth=3)
     source, dest, _, _, _ = asyncio.run(run([0.0], 4, sinks=[sink], settings=settings))
     assert dest == source and sink.most_in_flight == 3
+
+
+RECEIPTS = Settings(piece=EXTENT // 4, depth=4, receipts=True)
+
+
+def test_receipt_mode_verifies_by_receipts_without_reading_storage() -> None:
+    sink = Memory(bytearray())
+    sink.keeps_receipts = True
+    source, dest, stats, _, done = asyncio.run(run([0.0], 6, sinks=[sink], settings=RECEIPTS))
+    assert dest == source and len(done) == 6
+    assert stats[0].by_receipt == 6 and sink.reads == 0 and sink.digests == 0
+
+
+def test_receipt_mode_checks_storage_where_the_destination_has_no_receipts() -> None:
+    sink = Memory(bytearray())
+    sink.hashes = True  # hashes storage, keeps no receipts
+    source, dest, stats, _, _ = asyncio.run(run([0.0], 6, sinks=[sink], settings=RECEIPTS))
+    assert dest == source and stats[0].by_receipt == 0 and sink.digests == 6
+
+
+def test_a_receipt_of_other_data_is_a_mismatch_and_the_extent_is_resent() -> None:
+    sink = Memory(bytearray())
+    sink.keeps_receipts = True
+    real_write = sink.write
+
+    async def garbled_once(offset: int, data: bytes | memoryview) -> None:
+        await real_write(offset, data)
+        if sink.writes == 1:  # the receipt says it received something else
+            sink.received[offset] = (len(data), digest(b"other"))
+
+    sink.write = garbled_once  # type: ignore[method-assign]
+    source, dest, stats, _, done = asyncio.run(run([0.0], 2, sinks=[sink], settings=RECEIPTS))
+    assert dest == source and len(done) == 2
+    assert stats[0].retries == 1 and stats[0].by_receipt == 2

@@ -1,0 +1,139 @@
+"""Receipts: the digest of what a WRITE received, kept while nothing overwrites it.
+
+A copy in ``receipt`` verification mode asks the target (HASH RANGE, algorithm 02h)
+whether the WRITE commands that last wrote a range received what the copy sent,
+instead of having the target read its storage back. A receipt is the XXH3-128 of a
+WRITE's data, recorded once the write completed without error. It says what the
+target received and stored without an error from the storage, not what the storage
+holds now: that is the ``storage`` mode (and the
+copy's final whole-range check, which reads storage in both modes). It is hashed from
+the buffer the data was received into, which the write leaves as it was.
+
+A receipt is dropped by any later write, WRITE SAME, UNMAP or other change that
+overlaps it, and is never recorded when an overlapping change began while its write
+was in flight (the order in which the two reach the storage is unknown). Only writes
+of ``RECEIPT_MIN_BYTES`` to ``RECEIPT_MAX_BYTES`` get one (a copy writes 1 MiB
+pieces; small random writes pay nothing but the bookkeeping of dropping). At most
+``RECEIPT_LIMIT`` receipts are kept per logical unit, the oldest dropped first: a copy
+asks for them seconds after writing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Final
+
+import xxhash
+
+RECEIPT_MIN_BYTES: Final = 64 << 10
+RECEIPT_MAX_BYTES: Final = 4 << 20
+RECEIPT_LIMIT: Final = 16384
+_BUCKET_BYTES: Final = 1 << 20
+
+
+@dataclass(eq=False, slots=True)
+class _Receipt:
+    lba: int
+    blocks: int
+    digest: bytes
+    live: bool = True
+
+
+@dataclass(eq=False, slots=True)
+class _Change:
+    lba: int
+    end: int
+    spoiled: bool = False
+
+
+class Receipts:
+    """The receipts of one logical unit (see the module)."""
+
+    def __init__(self, block_size: int, limit: int = RECEIPT_LIMIT) -> None:
+        self.block_size = block_size
+        self.limit = limit
+        self._bucket = max(1, _BUCKET_BYTES // block_size)  # blocks a bucket
+        self._span = max(1, RECEIPT_MAX_BYTES // block_size)  # longest receipt, blocks
+        self._by_start: dict[int, _Receipt] = {}
+        self._buckets: dict[int, set[int]] = {}  # bucket -> starts of receipts in it
+        self._order: deque[_Receipt] = deque()
+        self._changing: set[_Change] = set()
+
+    def __len__(self) -> int:
+        return len(self._by_start)
+
+    def wants(self, nbytes: int) -> bool:
+        """Whether a write of ``nbytes`` gets a receipt."""
+        return RECEIPT_MIN_BYTES <= nbytes <= RECEIPT_MAX_BYTES
+
+    def begin(self, lba: int, blocks: int) -> _Change:
+        """A change of ``blocks`` blocks at ``lba`` starts: the receipts it overlaps are
+        dropped, and changes in flight that it overlaps record none."""
+        change = _Change(lba, lba + blocks)
+        for other in self._changing:
+            if other.lba < change.end and change.lba < other.end:
+                other.spoiled = change.spoiled = True
+        self._changing.add(change)
+        self._drop_overlapping(lba, lba + blocks)
+        return change
+
+    def end(self, change: _Change, data: bytes | bytearray | memoryview | None = None) -> None:
+        """The change is over; ``data`` (what a successful write received) becomes its
+        receipt unless another change overlapped it meanwhile."""
+        self._changing.discard(change)
+        if data is None or change.spoiled:
+            return
+        self._drop_overlapping(change.lba, change.end)  # a change that began and ended since
+        self._add(_Receipt(change.lba, change.end - change.lba, xxhash.xxh3_128_digest(data)))
+
+    def digest_of(self, lba: int, blocks: int) -> bytes | None:
+        """XXH3-128 over the receipts' digests that tile the range in order; None when
+        any block of it has no receipt, or a receipt crosses its ends."""
+        digests: list[bytes] = []
+        at, end = lba, lba + blocks
+        while at < end:
+            receipt = self._by_start.get(at)
+            if receipt is None or at + receipt.blocks > end:
+                return None
+            digests.append(receipt.digest)
+            at += receipt.blocks
+        return xxhash.xxh3_128_digest(b"".join(digests))
+
+    def _add(self, receipt: _Receipt) -> None:
+        self._by_start[receipt.lba] = receipt
+        self._buckets.setdefault(receipt.lba // self._bucket, set()).add(receipt.lba)
+        self._order.append(receipt)
+        while len(self._by_start) > self.limit:
+            oldest = self._order.popleft()
+            if oldest.live:
+                self._remove(oldest)
+        while self._order and not self._order[0].live:
+            self._order.popleft()
+        if len(self._order) > 2 * self.limit:  # dropped ones behind a live one
+            self._order = deque(r for r in self._order if r.live)
+
+    def _drop_overlapping(self, lba: int, end: int) -> None:
+        first = max(0, lba - self._span + 1) // self._bucket
+        for bucket in range(first, (end - 1) // self._bucket + 1):
+            for start in list(self._buckets.get(bucket, ())):
+                receipt = self._by_start[start]
+                if start < end and lba < start + receipt.blocks:
+                    self._remove(receipt)
+
+    def _remove(self, receipt: _Receipt) -> None:
+        receipt.live = False
+        del self._by_start[receipt.lba]
+        bucket = receipt.lba // self._bucket
+        starts = self._buckets[bucket]
+        starts.discard(receipt.lba)
+        if not starts:
+            del self._buckets[bucket]
+
+
+def receipt_digest(data: bytes | bytearray | memoryview, piece: int) -> bytes:
+    """What a copy expects for ``data`` written in ``piece``-byte commands: XXH3-128
+    over the XXH3-128 of each piece, in order."""
+    view = memoryview(data)
+    parts = [xxhash.xxh3_128_digest(view[i : i + piece]) for i in range(0, len(view), piece)]
+    return xxhash.xxh3_128_digest(b"".join(parts))
