@@ -10,6 +10,8 @@ APT_PACKAGES=(
     liburing-dev          # io_uring storage engine (C extension)
     tgt libiscsi-bin      # peers: reference target and libiscsi tools/conformance suite
     iperf3                # memory-to-memory baselines
+    globus-gridftp-server-progs globus-gass-copy-progs  # peers: GridFTP server and client
+    xrootd-server xrootd-client  # peers: XRootD server and xrdcp
     iproute2 procps       # namespaces, links, process control in tests
     ethtool               # interrupt coalescing of tuning profiles (reservoir agent tune)
     clang llvm libbpf-dev bpftool  # the BPF sock_ops program of the pacing component
