@@ -118,6 +118,11 @@ class CampaignSummaryRow(BaseModel):
         default=None, description="share of the streams' time stalled on the send buffer"
     )
     checks: dict[str, CampaignCheck]
+    of_peers: float | None = Field(
+        default=None,
+        description="reservoir: goodput / the best gridftp or xrdcp scenario's, same streams",
+    )
+    peer: str | None = Field(default=None, description="that gridftp or xrdcp scenario")
 
 
 class CampaignRunDetail(CampaignRunPublic):

@@ -398,6 +398,57 @@ def test_summary_on_loopback_compares_with_iperf3_only() -> None:
     assert set(row.checks) == {"of_iperf3"}
 
 
+def peer(name: str, tool: str, streams: int = 8, **kw: Any) -> Scenario:
+    return scenario(name, tool=tool, streams=streams, size_bytes=1 << 30, **kw)
+
+
+def test_summary_compares_reservoir_with_the_best_peer_of_the_same_streams() -> None:
+    res = scenario("res-8", streams=8, pacing="per-nic", size_bytes=1 << 30)
+    res_16 = scenario("res-16", streams=16, pacing="per-nic", size_bytes=1 << 30)
+    ipf = scenario("ipf-8", tool="iperf3", streams=8, pacing="per-nic", duration_s=10.0)
+    runs = [
+        run(res, goodput=920e6),
+        run(ipf, goodput=940e6),
+        run(peer("gftp-8", "gridftp", pacing="per-nic"), goodput=700e6),
+        run(peer("gftp-8-off", "gridftp", pacing="off"), goodput=760e6),  # best: any pacing
+        run(peer("xrd-8", "xrdcp", pacing="per-nic"), goodput=720e6),
+        run(peer("xrd-8", "xrdcp", pacing="per-nic"), 1, goodput=2e9, error="differs"),
+        run(peer("xrd-16", "xrdcp", streams=16, pacing="per-nic"), goodput=900e6),
+        run(res_16, goodput=960e6),
+    ]
+    rows = {row.scenario: row for row in summary_rows(campaign(runs))}
+    row = rows["res-8"]
+    assert row.peer == "gftp-8-off" and row.of_peers == pytest.approx(920 / 760)
+    assert row.checks["of_peers"].target == ">= 1.15" and row.checks["of_peers"].met
+    assert rows["res-16"].peer == "xrd-16"
+    assert rows["res-16"].of_peers == pytest.approx(960 / 900)
+    assert rows["res-16"].checks["of_peers"].met is False
+    # the peers' own rows: their goodput against iperf3, no targets, no peer of their own
+    gftp = rows["gftp-8"]
+    assert gftp.baseline == "ipf-8" and gftp.of_iperf3 == pytest.approx(700 / 940)
+    assert (gftp.peer, gftp.of_peers, gftp.checks) == (None, None, {})
+    assert rows["xrd-8"].goodput_bps == pytest.approx(720e6)  # the copy that differed: no figure
+    text = format_summary(list(rows.values()))
+    assert "1.211 +" in next(ln for ln in text.splitlines() if ln.startswith("res-8 "))
+    assert "1.067 *" in next(ln for ln in text.splitlines() if ln.startswith("res-16 "))
+    assert "1.15 of the best of gridftp and xrdcp" in text.splitlines()[-1]
+
+
+def test_summary_on_loopback_wants_reservoir_1_3_times_the_best_peer() -> None:
+    res = scenario("lo-res", streams=4, equalizer=None, size_bytes=1 << 30)
+    runs = [run(res, goodput=8e9), run(peer("lo-gftp", "gridftp", streams=4), goodput=7e9)]
+    (row, _) = summary_rows(campaign(runs, "loopback", None))
+    assert row.of_peers == pytest.approx(8 / 7)
+    assert (row.checks["of_peers"].target, row.checks["of_peers"].met) == (">= 1.3", False)
+
+
+def test_peer_runs_round_trip_through_json() -> None:
+    r = run(peer("xrd-32", "xrdcp", streams=32), verified=True, streams=[])
+    r.events = [Event(0.0, "note", "xrdcp: 32 streams asked, 15 used")]
+    result = campaign([r])
+    assert CampaignRun.loads(result.dumps()) == result
+
+
 def test_summary_of_a_scenario_that_always_failed() -> None:
     sc = scenario("broken")
     (row,) = summary_rows(campaign([run(sc, error="x"), run(sc, 1, error="y")]))
@@ -429,7 +480,8 @@ def test_format_summary_columns() -> None:
     lines = text.splitlines()
     header = lines[0].split()
     assert header[:4] == ["scenario", "tool", "streams", "reps"]
-    for column in ("Mbit/s", "/bottleneck", "/iperf3", "Jain", "lost", "back", "CPU", "s/GB"):
+    columns = ("Mbit/s", "/bottleneck", "/iperf3", "/best-peer", "Jain", "lost", "back", "CPU")
+    for column in columns:
         assert column in header
     assert set(lines[1]) <= {"-", " "}
     res_line = next(ln for ln in lines if ln.startswith("res-4"))
