@@ -7,9 +7,14 @@ under their budget (15 minutes on the 2-core development machine).
   With random loss and a loss-based congestion control (cubic, reno), the rate is at
   most the Mathis bound, ``streams x MSS / RTT x 1.22 / sqrt(loss)``; BBR does not
   back off for loss at these rates and keeps the bottleneck's.
+- A gridftp or xrdcp run copies ``size`` at the rate the model gives reservoir. That
+  is about what design section 5 measured on the LFN (725 and 760 Mbit/s of 1 Gbit/s)
+  and for GridFTP on loopback; xrdcp reached half of it on loopback, so its loopback
+  runs take about twice their estimate.
 - Every run adds ``RUN_SETUP_S`` (start the peers or agents, make and fill the
-  volumes, verify, stop), and every lab build ``LAB_SETUP_S`` (a campaign builds its
-  lab once per loss value).
+  volumes, verify, stop), a gridftp or xrdcp run ``PEER_SETUP_S`` instead (start its
+  servers, hash the destination, remove it: no agents, no volumes), and every lab
+  build ``LAB_SETUP_S`` (a campaign builds its lab once per loss value).
 
 Events are not modelled: a link cut slows a copy down, and the estimate is low by
 about the capacity lost during the outage.
@@ -20,11 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from reservoir.lab.campaign._scenario import Scenario
+from reservoir.lab.campaign._scenario import PEERS, Scenario
 from reservoir.lab.campaign._topology import LOOPBACK_MBIT, Topology
 
 GOODPUT = 0.85
 RUN_SETUP_S = 10.0
+PEER_SETUP_S = 5.0
 LAB_SETUP_S = 5.0
 MSS_BYTES = 1448  # MTU 1500 with timestamps
 MATHIS_C = 1.22
@@ -32,7 +38,7 @@ LOSS_BASED = ("cubic", "reno")
 
 
 def expected_mbit(scenario: Scenario, topology: Topology) -> float:
-    """The rate a reservoir run is expected to reach, in Mbit/s."""
+    """The rate a reservoir (or gridftp, xrdcp) run is expected to reach, in Mbit/s."""
     rate = (topology.bottleneck_mbit or LOOPBACK_MBIT) * GOODPUT
     rtt_ms = topology.rtt_ms
     if scenario.loss and scenario.cc in LOSS_BASED and rtt_ms:
@@ -46,7 +52,8 @@ def run_seconds(scenario: Scenario, topology: Topology) -> float:
     if scenario.duration_s is not None:
         return scenario.duration_s + RUN_SETUP_S
     size = scenario.size_bytes or 0
-    return size * 8 / (expected_mbit(scenario, topology) * 1e6) + RUN_SETUP_S
+    setup = PEER_SETUP_S if scenario.tool in PEERS else RUN_SETUP_S
+    return size * 8 / (expected_mbit(scenario, topology) * 1e6) + setup
 
 
 def estimate_seconds(scenarios: Sequence[Scenario], repetitions: int, topology: Topology) -> float:

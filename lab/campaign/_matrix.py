@@ -24,6 +24,15 @@ the others are not multiplied, and are None in the scenario:
   reservoir's, ``per-socket`` gives each stream ``--fq-rate``.
 - reservoir copies ``size`` bytes disk to disk (verified): ``duration_s`` does not
   apply.
+- gridftp and xrdcp (the peers of design section 5) copy ``size`` bytes disk to disk
+  like reservoir, ``streams`` being their parallelism (xrdcp takes at most 15: more
+  are clamped, and the run says so). They have no equalizer, run over ``paths`` only
+  (no MPTCP: one client per path, as iperf3), and cannot pace a socket: their
+  ``pacing`` is ``off`` or ``per-nic`` (the pacing component's qdisc on the source's
+  NICs), never ``per-socket``; a matrix whose pacing leaves them nothing is refused.
+  Their congestion control is their namespaces' default, set to ``cc`` for the run.
+  They need a lab or loopback topology (their servers run in the destination's
+  namespace).
 - ``pacing_rate_mbit`` applies only to paced scenarios (pacing not ``off``).
 
 Each ``exclude`` entry removes the scenarios whose values equal all of the entry's
@@ -35,7 +44,7 @@ streams, pacing, rate, equalizer, multilink, cc, length, as listed in the file.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -44,6 +53,7 @@ from reservoir.lab.campaign._scenario import (
     CC,
     MULTILINK,
     PACING,
+    PEERS,
     TOOLS,
     Event,
     Multilink,
@@ -81,6 +91,19 @@ ITEMS: dict[str, Callable[[str, Any, list[str]], Any]] = {
     "size": check.size,
 }
 DIMENSIONS = tuple(ITEMS)
+LENGTHS: dict[str, tuple[Tool, ...]] = {
+    "duration_s": ("iperf3",),
+    "size": ("reservoir", *PEERS),
+}
+"""The dimension that gives the length of each tool's runs."""
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _or(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +135,7 @@ class Matrix:
 
     def _points(self, events: tuple[Event, ...]) -> Iterator[Scenario]:
         for loss, tool in itertools.product(self.loss or (None,), self.tool):
-            for streams, pacing in itertools.product(self.streams, self.pacing):
+            for streams, pacing in itertools.product(self.streams, self.pacings(tool)):
                 rates = self.pacing_rate_mbit if pacing != "off" else ()
                 for rate, rest in itertools.product(rates or (None,), self._tool_dims(tool)):
                     equalizer, multilink, cc, length = rest
@@ -121,15 +144,23 @@ class Matrix:
                         tool=tool, streams=streams, pacing=pacing, pacing_rate_mbit=rate,
                         equalizer=equalizer, multilink=multilink, cc=cc, loss=loss,
                         duration_s=float(length) if tool == "iperf3" else None,
-                        size_bytes=int(length) if tool == "reservoir" else None,
+                        size_bytes=int(length) if tool != "iperf3" else None,
                         events=events,
                     )  # fmt: skip
                     yield replace(point, name=scenario_name(point))
+
+    def pacings(self, tool: Tool) -> tuple[Pacing, ...]:
+        """The pacing values of one tool: the peers cannot pace a socket."""
+        if tool in PEERS:
+            return tuple(p for p in self.pacing if p != "per-socket")
+        return self.pacing
 
     def _tool_dims(self, tool: Tool) -> Iterator[tuple[Any, ...]]:
         """(equalizer, multilink, cc, length) of one tool."""
         if tool == "iperf3":
             return itertools.product((None,), ("paths",), self.cc, self.duration_s)
+        if tool in PEERS:
+            return itertools.product((None,), ("paths",), self.cc, self.size)
         return itertools.product(self.equalizer, self.multilink, self.cc, self.size)
 
 
@@ -148,13 +179,22 @@ def parse_matrix(data: Any, errors: list[str]) -> Matrix | None:
             errors.append(f"matrix.{key}: missing")
     dims = {k: check.values(f"matrix.{k}", t[k], ITEMS[k], errors) for k in DIMENSIONS if k in t}
     tools = dims.get("tool") or ()
-    for tool, key in (("iperf3", "duration_s"), ("reservoir", "size")):
-        if tool in tools and key not in t:
-            errors.append(f"matrix.{key}: missing (the length of {tool} runs)")
-        elif tool not in tools and key in t and tools:
-            errors.append(f"matrix.{key}: applies to {tool} only, and matrix.tool has no {tool}")
+    for key, users in LENGTHS.items():
+        using = [tool for tool in users if tool in tools]
+        if using and key not in t:
+            errors.append(f"matrix.{key}: missing (the length of {_and(using)} runs)")
+        elif not using and key in t and tools:
+            errors.append(
+                f"matrix.{key}: applies to {_and(users)} only, and matrix.tool has no {_or(users)}"
+            )
     if "pacing_rate_mbit" in t and dims.get("pacing") == ("off",):
         errors.append("matrix.pacing_rate_mbit: applies to paced scenarios, and pacing is only off")
+    if dims.get("pacing") == ("per-socket",):
+        for tool in (x for x in tools if x in PEERS):
+            errors.append(
+                f"matrix.pacing: {tool} cannot pace a socket (no option sets a socket's"
+                " rate), and pacing is only per-socket; add off or per-nic"
+            )
     if len(errors) > n_before or any(v is None for v in dims.values()):
         return None
     matrix = Matrix(**{k: v for k, v in dims.items() if v is not None})

@@ -8,12 +8,15 @@ from typing import Literal
 
 from reservoir.lab.campaign._check import format_size
 
-Tool = Literal["iperf3", "reservoir"]
+Tool = Literal["iperf3", "reservoir", "gridftp", "xrdcp"]
 Pacing = Literal["off", "per-nic", "per-socket"]
 Multilink = Literal["paths", "mptcp"]
 Action = Literal["link-down", "link-up", "loss"]
 
-TOOLS: tuple[Tool, ...] = ("iperf3", "reservoir")
+TOOLS: tuple[Tool, ...] = ("iperf3", "reservoir", "gridftp", "xrdcp")
+PEERS: tuple[Tool, ...] = ("gridftp", "xrdcp")
+"""The transfer tools Reservoir is compared with (design section 5): they copy ``size``
+disk to disk like reservoir, with ``streams`` as their parallelism."""
 PACING: tuple[Pacing, ...] = ("off", "per-nic", "per-socket")
 MULTILINK: tuple[Multilink, ...] = ("paths", "mptcp")
 CC = ("bbr", "cubic", "reno")  # what this kernel has built in (design section 4)
@@ -35,7 +38,8 @@ class Event:
 @dataclass(frozen=True)
 class Scenario:
     """One fully expanded point of the matrix. A field that does not apply to the tool
-    is None: ``equalizer`` and ``size_bytes`` for iperf3, ``duration_s`` for reservoir,
+    is None: ``equalizer`` and ``size_bytes`` for iperf3, ``equalizer`` for gridftp and
+    xrdcp, ``duration_s`` for reservoir, gridftp and xrdcp,
     ``pacing_rate_mbit`` when pacing is off or the pacing plan's own rates are used;
     ``loss`` when the lab spec's own loss is kept."""
 

@@ -16,8 +16,10 @@ naming its field (``matrix.streams[2]: must be an integer between 1 and 256, got
 
 ``baseline = "iperf3"`` makes iperf3 the reference of every reservoir scenario: the
 iperf3 scenario with the same streams, pacing (and rate), cc and loss, memory to
-memory over the same paths, in the same run (design section 6). Every reservoir
-scenario of the matrix, and of the quick subset, must have one in the same set.
+memory over the same paths, in the same run (design section 6). Every reservoir (and
+gridftp, xrdcp) scenario of the matrix, and of the quick subset, must have one in the
+same set. Reservoir is also compared with the best of gridftp and xrdcp with the same
+streams in the same run, where the matrix has them (_results.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from reservoir.lab.campaign import _check as check
 from reservoir.lab.campaign._estimate import estimate_seconds
 from reservoir.lab.campaign._events import check_events, parse_events
 from reservoir.lab.campaign._matrix import Matrix, parse_matrix, parse_quick
-from reservoir.lab.campaign._scenario import Event, Scenario
+from reservoir.lab.campaign._scenario import PEERS, Event, Scenario
 from reservoir.lab.campaign._topology import Topology, parse_topology
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +176,13 @@ def _check_fit(topology: Topology, matrix: Matrix, errors: list[str]) -> None:
         )
     if topology.kind == "loopback" and set(matrix.pacing) - {"off"}:
         errors.append("matrix.pacing: loopback has no NIC or link rate to pace at; use off")
+    peers = [t for t in matrix.tool if t in PEERS]
+    if topology.kind == "real" and peers:
+        errors.append(
+            f"matrix.tool: {' and '.join(peers)} need a lab or loopback topology (the runner"
+            " starts their servers in the destination's namespace); a real topology runs"
+            " iperf3 and reservoir only"
+        )
     if topology.kind == "real" and "reservoir" in matrix.tool:
         for key in ("source_set", "destination_set"):
             if getattr(topology, key) is None:

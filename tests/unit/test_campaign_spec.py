@@ -294,6 +294,79 @@ def test_baseline_for_finds_the_iperf3_scenario_with_the_same_settings() -> None
     assert c.baseline_for(base) is None
 
 
+# ------------------------------------------------------------------ gridftp and xrdcp
+
+PEERS = {"tool": ["iperf3", "reservoir", "gridftp", "xrdcp"]}
+
+
+def test_peers_copy_the_size_with_streams_pacing_and_cc_but_no_equalizer_or_mptcp() -> None:
+    data = changed(matrix={**PEERS, "cc": ["bbr", "reno"]})
+    for tool in ("gridftp", "xrdcp"):
+        peers = [s for s in parse(data).scenarios() if s.tool == tool]
+        assert len(peers) == 2 * 2 * 2  # streams x pacing x cc
+        assert {(s.equalizer, s.multilink, s.duration_s, s.size_bytes) for s in peers} == {
+            (None, "paths", None, 4 << 30)
+        }
+        assert f"{tool}-s16-pacing_per-nic-paths-reno-4GiB" in by_name(tuple(peers))
+
+
+def test_peers_cannot_pace_a_socket_and_run_only_the_other_pacing_values() -> None:
+    data = changed(matrix={**PEERS, "pacing": ["off", "per-socket"]}, quick=None)
+    scenarios = parse(data).scenarios()
+    assert {s.pacing for s in scenarios if s.tool == "gridftp"} == {"off"}
+    assert {s.pacing for s in scenarios if s.tool == "reservoir"} == {"off", "per-socket"}
+
+
+def test_peers_only_with_per_socket_pacing_are_refused() -> None:
+    data = changed(matrix={**PEERS, "pacing": "per-socket"}, quick=None)
+    lines = errors_of(data)
+    for tool in ("gridftp", "xrdcp"):
+        assert (
+            f"matrix.pacing: {tool} cannot pace a socket (no option sets a socket's rate), and"
+            " pacing is only per-socket; add off or per-nic"
+        ) in lines
+
+
+def test_peers_need_a_size() -> None:
+    matrix = {"tool": ["iperf3", "gridftp"], "size": None}
+    lines = errors_of(changed(matrix=matrix, quick=None, baseline=None))
+    assert "matrix.size: missing (the length of gridftp runs)" in lines
+    lines = errors_of(changed(matrix={**PEERS, "size": None}))
+    assert "matrix.size: missing (the length of reservoir, gridftp and xrdcp runs)" in lines
+
+
+def test_peers_are_refused_on_a_real_topology() -> None:
+    real = {"links": ["tokyo-1"], "source_set": "vs-a", "destination_set": "vs-b"}
+    topology = {"real": real, "lab": None, "paths": None}
+    data = changed(topology=topology, event=[], quick=None, matrix=PEERS)
+    assert (
+        "matrix.tool: gridftp and xrdcp need a lab or loopback topology (the runner starts"
+        " their servers in the destination's namespace); a real topology runs iperf3 and"
+        " reservoir only"
+    ) in errors_of(data)
+
+
+def test_peers_need_an_iperf3_baseline_like_reservoir() -> None:
+    data = changed(matrix={"tool": ["iperf3", "xrdcp"], "exclude": [{"tool": "iperf3"}]})
+    assert any(
+        line.startswith("baseline: needs both iperf3 and reservoir") for line in errors_of(data)
+    )
+    data = changed(matrix={**PEERS, "exclude": [{"tool": "iperf3", "streams": 4}]}, quick=None)
+    assert any(
+        line.startswith("baseline: reservoir-s4-") and "has no iperf3" in line
+        for line in errors_of(data)
+    )
+
+
+def test_peer_runs_are_estimated_like_copies_with_a_shorter_setup() -> None:
+    c = parse(changed(matrix=PEERS, event=[], quick=None))
+    (peer,) = [s for s in c.scenarios() if s.name == "xrdcp-s4-pacing_off-paths-bbr-4GiB"]
+    (res,) = [s for s in c.scenarios() if s.name == "reservoir-s4-pacing_off-eq_off-paths-bbr-4GiB"]
+    copy = (4 << 30) * 8 / (1000 * model.GOODPUT * 1e6)
+    assert model.run_seconds(peer, c.topology) == pytest.approx(copy + model.PEER_SETUP_S)
+    assert model.run_seconds(res, c.topology) == pytest.approx(copy + model.RUN_SETUP_S)
+
+
 # ------------------------------------------------------------------ validation
 
 
@@ -307,7 +380,7 @@ def test_baseline_for_finds_the_iperf3_scenario_with_the_same_settings() -> None
         (changed(matrix={"streams": [4, 4]}), "matrix.streams[1]: 4 appears twice"),
         (changed(matrix={"streams": []}), "matrix.streams: must not be empty"),
         (changed(matrix={"tool": ["iperf3", "scp"]}),
-         "matrix.tool[1]: must be one of iperf3, reservoir, got 'scp'"),
+         "matrix.tool[1]: must be one of iperf3, reservoir, gridftp, xrdcp, got 'scp'"),
         (changed(matrix={"pacing": ["fq"]}),
          "matrix.pacing[0]: must be one of off, per-nic, per-socket, got 'fq'"),
         (changed(matrix={"equalizer": ["on"]}), "matrix.equalizer[0]: must be true or false"),
