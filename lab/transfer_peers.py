@@ -44,6 +44,7 @@ __all__ = [
     "gridftp_argv",
     "in_netns",
     "nobody_dir",
+    "nobody_parent",
     "xrdcp_argv",
 ]
 
@@ -71,6 +72,25 @@ def _unreachable(path: Path) -> Path | None:
         if not os.stat(parent).st_mode & 0o001:
             return parent
     return None
+
+
+def nobody_parent(near: Path, temp: Path | None = None) -> Path:
+    """Where a directory for ``nobody`` near ``near`` can go: ``near`` itself if nobody
+    may enter it, else ``temp`` (default: the system's temporary directory) when it is
+    on the same file system (so a copy into it is still a copy onto the same disk);
+    else PeerError."""
+    near = near.resolve()
+    blocked = _unreachable(near / "x")
+    if blocked is None:
+        return near
+    temp = temp or Path(tempfile.gettempdir())
+    if os.stat(temp).st_dev == os.stat(near).st_dev:
+        return temp
+    raise PeerError(
+        f"{near}: the peers' servers run as {USER}, who may not enter {blocked}"
+        f" (mode {os.stat(blocked).st_mode & 0o777:o}), and {temp} is on another file"
+        " system; use a folder others may enter"
+    )
 
 
 @contextmanager
@@ -135,6 +155,10 @@ class Server:
     def argv(self) -> list[str]:
         raise NotImplementedError
 
+    def launch_argv(self) -> list[str]:
+        """What starts the server: :meth:`argv`, in its namespace if it has one."""
+        return in_netns(self.netns, self.argv())
+
     def client_argv(self, source: Path, dest: Path, streams: int) -> list[str]:
         """The client's command line copying ``source`` to ``dest`` (in ``root``)."""
         raise NotImplementedError
@@ -161,7 +185,7 @@ class Server:
 
     def _start(self) -> None:
         assert self.state is not None
-        argv = in_netns(self.netns, self.argv())
+        argv = self.launch_argv()
         with open(self.state / "server.log", "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, cwd=self.state)
         deadline = time.monotonic() + self.START_TIMEOUT_S
@@ -235,6 +259,20 @@ class GridftpServer(Server):
             "-p", str(self.port), "-control-interface", self.host,
             "-data-interface", self.host, "-restrict-paths", str(self.root),
         ]  # fmt: skip
+
+    def launch_argv(self) -> list[str]:
+        """In a namespace, with a hosts file that names ``host``: the server looks its
+        listening address up by name and gives up when that fails, and a lab's
+        namespace has no DNS server to ask. The file is bind-mounted in the private
+        mount namespace ``ip netns exec`` gives the server: nothing changes outside."""
+        if not self.netns:
+            return super().launch_argv()
+        assert self.state is not None
+        hosts = self.state / "hosts"
+        name = "gridftp-" + self.host.replace(".", "-").replace(":", "-")
+        hosts.write_text(f"{Path('/etc/hosts').read_text()}\n{self.host} {name}\n")
+        script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        return in_netns(self.netns, ["sh", "-c", script, str(hosts), *self.argv()])
 
     def client_argv(self, source: Path, dest: Path, streams: int) -> list[str]:
         return gridftp_argv(source, self.host, self.port, dest, streams)

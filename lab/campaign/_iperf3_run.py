@@ -38,7 +38,7 @@ from reservoir.lab.campaign._timeline import PAYLOAD, Timeline, nic_rates, sampl
 from reservoir.lab.peers import stop_process
 from reservoir.server.placement import placement
 
-__all__ = ["run_iperf3"]
+__all__ = ["legs", "paced", "run_iperf3"]
 
 BASE_PORT = 5301
 SLACK_S = 30.0  # beyond -t before a client counts as hung
@@ -83,7 +83,7 @@ def client_argv(leg: Leg, scenario: Scenario, nic_rate: float | None) -> list[st
 
 
 @contextmanager
-def _paced(place: Place, rates: dict[str, float], work: Path) -> Iterator[None]:
+def paced(place: Place, rates: dict[str, float], work: Path) -> Iterator[None]:
     """The source's NICs paced at ``rates`` (by name) for the ``with`` block."""
     applied = []
     state = work / "pacing"
@@ -164,7 +164,7 @@ def run_iperf3(
     with ExitStack() as stack:
         stack.callback(_stop_all, procs)
         stack.callback(timeline.restore)
-        stack.enter_context(_paced(place, rates if scenario.pacing == "per-nic" else {}, work))
+        stack.enter_context(paced(place, rates if scenario.pacing == "per-nic" else {}, work))
         servers = _servers(place, ls, procs)
         cpu0 = _cpu_children()
         if link_sampler is not None:

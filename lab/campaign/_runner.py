@@ -5,7 +5,8 @@ The lab is built once per loss value (the matrix's order puts loss first); insid
 the repetitions go round the scenarios (run 1 of every scenario, then run 2, ...) so
 that a reservoir run and its iperf3 baseline are close in time. Reservoir runs need a
 site (agents and a coordinator, a source volume of the scenario's size): one at a time,
-started when the size first changes.
+started when the size first changes. gridftp and xrdcp runs send the site's source when
+it has their size, else a source of their own (``_peer_run.PeerSources``).
 
 The output folder gets ``results.json`` (a :class:`CampaignRun`, rewritten after every
 run, so an interrupted campaign keeps what it measured), ``progress.json``
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reservoir.lab.campaign._estimate import run_seconds
 from reservoir.lab.campaign._progress import Progress
@@ -39,10 +41,13 @@ from reservoir.lab.campaign._results import (
     Topology,
     run_jain,
 )
-from reservoir.lab.campaign._scenario import Scenario
+from reservoir.lab.campaign._scenario import PEERS, Scenario
 from reservoir.lab.campaign._site import Place, Site, place, site
 from reservoir.lab.campaign._spec import Campaign, CampaignError
 from reservoir.lab.campaign._telemetry import scenario_record
+
+if TYPE_CHECKING:
+    from reservoir.lab.campaign._peer_run import PeerSources
 
 __all__ = ["Cancelled", "plan", "run_campaign"]
 
@@ -89,13 +94,15 @@ def topology_record(campaign: Campaign, remote: Remote | None = None) -> Topolog
 
 @dataclass
 class _Sites:
-    """One site at a time, replaced when a run needs another volume size."""
+    """One site at a time, replaced when a run needs another volume size; the peers'
+    sources."""
 
     place: Place
     work: Path
     size: int | None = None
     current: Site | None = None
     stack: ExitStack = field(default_factory=ExitStack)
+    peers: PeerSources | None = None
 
     def get(self, size: int) -> Site:
         if self.current is None or self.size != size:
@@ -107,19 +114,38 @@ class _Sites:
     def close(self) -> None:
         self.stack.close()
         self.current = self.size = None
+        if self.peers is not None:
+            self.peers.close()
+
+    def peer_sources(self) -> PeerSources:
+        from reservoir.lab.campaign._peer_run import PeerSources
+
+        if self.peers is None:
+            self.peers = PeerSources(self.work)
+        return self.peers
 
     def run(self, sc: Scenario, rep: int, work: Path, *, campaign: Campaign, prog: Progress) -> Run:
-        """One run in the lab: iperf3 in its namespaces, reservoir on this site."""
+        """One run in the lab: iperf3, gridftp and xrdcp in its namespaces, reservoir on
+        this site."""
         from reservoir.lab.campaign._iperf3_run import run_iperf3
+        from reservoir.lab.campaign._peer_run import run_peer
         from reservoir.lab.campaign._reservoir_run import run_reservoir
 
+        events = campaign.events
         if sc.tool == "iperf3":
             work.mkdir(parents=True, exist_ok=True)
-            events = campaign.events
             return run_iperf3(
                 self.place, sc, repetition=rep, events=events, work=work, tick=prog.tick
             )
         assert sc.size_bytes is not None
+        if sc.tool in PEERS:
+            work.mkdir(parents=True, exist_ok=True)
+            site = self.current.source if self.current and self.size == sc.size_bytes else None
+            sources = self.peer_sources()
+            return run_peer(
+                self.place, sc, sources.source(sc.size_bytes, site), sources,
+                repetition=rep, events=events, work=work, tick=prog.tick,
+            )  # fmt: skip
         return run_reservoir(self.get(sc.size_bytes), sc, rep, campaign.events, prog.tick)
 
 
@@ -146,6 +172,8 @@ def _run_remote(remote: Remote, sc: Scenario, rep: int, prog: Progress, _work: P
 
     if sc.tool == "iperf3":
         return run_iperf3_remote(remote, sc, rep, prog.tick)
+    if sc.tool in PEERS:  # the campaign's check refuses them first
+        raise CampaignError(f"{sc.tool} runs need a lab or loopback topology")
     return run_reservoir(remote, sc, rep, (), prog.tick)
 
 

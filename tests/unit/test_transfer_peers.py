@@ -68,3 +68,13 @@ def test_commands_run_in_a_namespace_through_ip_netns_exec() -> None:
 def test_copy_figures_count_the_client_and_the_server() -> None:
     copy = PeerCopy("gridftp", 0.0, 2.0, 1_000_000_000, 0.3, 0.2, True, 8, 8)
     assert copy.goodput_bps == 4e9 and copy.cpu_s_per_gb == 0.5 and copy.note is None
+
+
+def test_gridftp_in_a_namespace_gets_a_hosts_file_naming_its_address(tmp_path: Path) -> None:
+    server = GridftpServer(Path("/dst"), "10.0.1.2", 5401, netns="rsv1-dst", state=tmp_path)
+    argv = server.launch_argv()
+    assert argv[:7] == ["ip", "netns", "exec", "rsv1-dst", "sh", "-c", argv[6]]
+    assert "mount --bind" in argv[6] and argv[7] == str(tmp_path / "hosts")
+    assert argv[8:] == server.argv()
+    assert "10.0.1.2 gridftp-10-0-1-2" in (tmp_path / "hosts").read_text().splitlines()
+    assert GridftpServer(Path("/dst"), state=tmp_path).launch_argv()[0] == "globus-gridftp-server"
