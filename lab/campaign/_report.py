@@ -5,8 +5,9 @@ next to it, referenced relatively, so the directory can be copied or served as i
 
 - a header (campaign, machine, topology, bottleneck) and the summary table with the
   design.md section 6 targets beside the figures, met or missed;
-- goodput against streams for each scenario family, iperf3 dashed beside reservoir,
-  the bottleneck drawn in; Jain's index and CPU seconds per GB per scenario;
+- goodput against streams for each scenario family, iperf3 dashed and gridftp and
+  xrdcp dotted beside reservoir, the bottleneck drawn in; Jain's index and CPU seconds
+  per GB per scenario;
 - per run: per-stream throughput over time (thin muted lines, the aggregate bold),
   cwnd with the equalizer's caps as step lines, and for failover runs the aggregate
   (and each path) with the link events marked and the lost seconds shaded. A run that
@@ -33,6 +34,8 @@ from reservoir.lab.campaign._results import (
     TARGET_IPERF3,
     TARGET_IPERF3_LOOPBACK,
     TARGET_JAIN,
+    TARGET_PEERS,
+    TARGET_PEERS_LOOPBACK,
     CampaignRun,
     ResultsError,
     Run,
@@ -54,7 +57,14 @@ EVENT_COLORS = {
     "path-recovered": "#16a085",
 }
 
-KEYS = (("reservoir", svg.color(0)), ("iperf3", svg.color(1)))
+TOOLS = ("reservoir", "iperf3", "gridftp", "xrdcp")
+KEYS = tuple((tool, svg.color(i)) for i, tool in enumerate(TOOLS))
+DASH = {"iperf3": "6 4", "gridftp": "2 3", "xrdcp": "2 3"}
+
+
+def tool_color(tool: str) -> str:
+    return svg.color(TOOLS.index(tool))
+
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
@@ -193,13 +203,14 @@ class _Report:
             for key, _, _ in COLUMNS:
                 text = e(cell(row, key))
                 check = row.checks.get(key)
+                vs = {"of_iperf3": row.baseline, "of_peers": row.peer}.get(key)
+                title = f" title='vs {e(vs)}'" if vs else ""
                 if check is None:
-                    title = f" title='vs {e(row.baseline)}'" if key == "of_iperf3" else ""
                     tds.append(f"<td{title}>{text}</td>")
                     continue
                 mark = "met" if check.met else "missed"
                 tds.append(
-                    f"<td class='{mark}'>{text} <span class='target'>"
+                    f"<td class='{mark}'{title}>{text} <span class='target'>"
                     f"{_target(check.target)} {'&#10003;' if check.met else '&#10007;'}</span></td>"
                 )
             out.append("<tr>" + "".join(tds) + "</tr>")
@@ -207,18 +218,24 @@ class _Report:
         loop = self.result.topology.kind == "loopback"
         out.append(
             "<p class='note'>Medians over the repetitions that did not fail. Targets "
-            "(design.md section 6, reservoir scenarios only; iperf3 is the baseline): goodput "
+            "(design.md section 6, reservoir scenarios only; iperf3 is the baseline, gridftp "
+            "and xrdcp the tools compared with): goodput "
             + (
-                f"&ge; {TARGET_IPERF3_LOOPBACK:g} of iperf3 on loopback"
+                f"&ge; {TARGET_IPERF3_LOOPBACK:g} of iperf3 and &ge; "
+                f"{TARGET_PEERS_LOOPBACK:g} of the best peer on loopback"
                 if loop
-                else f"&ge; {TARGET_BOTTLENECK:g} of the bottleneck and &ge; "
-                f"{TARGET_IPERF3:g} of iperf3 with the same streams"
+                else f"&ge; {TARGET_BOTTLENECK:g} of the bottleneck, &ge; "
+                f"{TARGET_IPERF3:g} of iperf3 and &ge; {TARGET_PEERS:g} of the best peer with "
+                "the same streams"
             )
             + f"; Jain's index &ge; {TARGET_JAIN:g} with the equalizer on; a failed path "
             f"costs &lt; {TARGET_FAILOVER_S:g} s of aggregate throughput and is used again "
             f"&lt; {TARGET_BACK_S:g} s after it comes back. /iperf3 pairs each reservoir "
             "scenario with the iperf3 scenario of the same streams, pacing, multilink, "
-            "congestion control and loss.</p>"
+            "congestion control and loss; /best-peer with the gridftp or xrdcp scenario of "
+            "highest goodput with the same streams, congestion control and loss (whatever "
+            "its pacing). A gridftp or xrdcp copy whose destination differed from the "
+            "source is a failed run.</p>"
         )
         return "\n".join(out)
 
@@ -229,9 +246,7 @@ class _Report:
             out.append(
                 self.figure("goodput-vs-streams.svg", self.goodput_chart(), "goodput vs streams")
             )
-        bars = [
-            (row, row.jain, svg.color(0 if row.tool == "reservoir" else 1)) for row in self.rows
-        ]
+        bars = [(row, row.jain, tool_color(row.tool)) for row in self.rows]
         if any(v is not None for _, v, _ in bars):
             chart = svg.bar_chart(
                 [svg.Bar(row.scenario, v, c) for row, v, c in bars],
@@ -245,10 +260,7 @@ class _Report:
         cpu = [(row, row.cpu_s_per_gb) for row in self.rows]
         if any(v is not None for _, v in cpu):
             chart = svg.bar_chart(
-                [
-                    svg.Bar(row.scenario, v, svg.color(0 if row.tool == "reservoir" else 1))
-                    for row, v in cpu
-                ],
+                [svg.Bar(row.scenario, v, tool_color(row.tool)) for row, v in cpu],
                 title="CPU seconds per GB (sender + receiver, median)",
                 x_label="CPU s/GB",
                 keys=KEYS,
@@ -282,7 +294,7 @@ class _Report:
                     [statistics.median(points[x]) / div for x in xs],
                     color=svg.color(i),
                     width=2.0,
-                    dash="6 4" if sc.tool == "iperf3" else None,
+                    dash=DASH.get(sc.tool),
                     markers=True,
                 )
             )
@@ -290,7 +302,7 @@ class _Report:
         hlines = [svg.HLine(bottleneck / div, "bottleneck")] if bottleneck else []
         return svg.line_chart(
             series,
-            title="Goodput vs streams (median over repetitions; iperf3 dashed)",
+            title="Goodput vs streams (median over repetitions; iperf3 dashed, peers dotted)",
             x_label="streams",
             y_label=f"goodput ({unit})",
             hlines=hlines,
@@ -334,6 +346,9 @@ class _Report:
         out.append(
             f"<p class='note'>{e(_family_label(r.scenario))}, {r.scenario.streams} streams</p>"
         )
+        notes = [ev.detail for ev in r.events if ev.kind == "note"]
+        if notes:
+            out.append(f"<p class='note'>{'; '.join(e(n) for n in notes)}</p>")
         if r.error is not None:
             out.append(f"<pre class='error'>{e(r.error)}</pre>")
             return "\n".join(out)

@@ -48,3 +48,37 @@ def test_failover_figures_are_the_medians_of_the_repetitions_against_the_target(
     lines = figures([cut])
     assert line(lines, "failover: aggregate").split()[-2:] == ["0.50", "met"]
     assert line(lines, "failover: path back").split()[-2:] == ["2.00", "MISSED"]
+
+
+def test_reservoir_is_set_against_the_best_peer_beside_iperf3_with_every_tools_cpu() -> None:
+    res = scenario("res-16", streams=16, size_bytes=1 << 30)
+    ipf = scenario("iperf3-16", tool="iperf3", streams=16, duration_s=10.0)
+    gftp = scenario("gridftp-16", tool="gridftp", streams=16, size_bytes=1 << 30)
+    xrd = scenario("xrdcp-16", tool="xrdcp", streams=16, size_bytes=1 << 30)
+    lfn = campaign(
+        [
+            run(res, goodput=900e6, cpu_seconds=4.5),
+            run(ipf, goodput=940e6),
+            run(gftp, goodput=725e6, cpu_seconds=9.0),
+            run(xrd, goodput=760e6, cpu_seconds=6.0),
+        ]
+    )
+    loop_res = scenario("lo-res", streams=8, equalizer=False, size_bytes=1 << 30)
+    loop = campaign(
+        [
+            run(loop_res, goodput=7.5e9, cpu_seconds=6.0),
+            run(scenario("lo-gftp", tool="gridftp", streams=8), goodput=7e9, cpu_seconds=9.0),
+        ],
+        kind="loopback",
+        bottleneck=None,
+    )
+    lines = figures([lfn, loop])
+    assert line(lines, "LFN goodput / best peer").split()[5:] == ["1.184", "met"]  # 900/760
+    assert line(lines, "loopback copy / best peer").split()[5:] == ["1.071", "MISSED"]
+    lfn_cpu = line(lines, "LFN CPU s/GB")  # cpu / (goodput x 10 s / 8 / 1e9)
+    assert "reservoir 4.00;" in lfn_cpu and "gridftp 9.93;" in lfn_cpu
+    assert "xrdcp 6.32" in lfn_cpu and "iperf3 2.13" in lfn_cpu
+    assert "gridftp 1.03;" in line(lines, "loopback CPU") and "xrdcp -" in line(
+        lines, "loopback CPU"
+    )
+    assert ">= 1.15 of the best of gridftp and xrdcp" in lines[-1]

@@ -191,6 +191,34 @@ def test_report_shows_the_summary_figures_and_targets(tmp_path: Path) -> None:
     assert "<pre class='error'>iperf3: error - unable to connect &lt;to&gt; server</pre>" in page
 
 
+def peer_run(name: str, tool: str, goodput: float, notes: list[str]) -> Run:
+    sc = Scenario(name, tool, 8, "per-nic", None, None, "paths", "cubic", 1 << 30)  # type: ignore[arg-type]
+    r = make_run(sc, 0, goodput=goodput)
+    r.streams, r.jain, r.verified = [], None, True
+    r.events = [Event(0.0, "note", n) for n in notes]
+    return r
+
+
+def test_report_compares_reservoir_with_the_best_peer_and_shows_the_peers_notes(
+    tmp_path: Path,
+) -> None:
+    res8 = Scenario("res-8", "reservoir", 8, "per-nic", None, True, "paths", "cubic", 1 << 30)
+    runs = [
+        make_run(res8, 0, goodput=950e6),
+        peer_run("gridftp-8", "gridftp", 720e6, ["CPU: client 1.10 s, server 0.90 s"]),
+        peer_run("xrdcp-8", "xrdcp", 760e6, ["xrdcp: 20 streams asked, 15 used"]),
+    ]
+    page = write_report(make_campaign(runs=runs), tmp_path).read_text()
+    row = next(ln for ln in page.splitlines() if "<td class='name'>res-8</td>" in ln)
+    assert "<td class='met' title='vs xrdcp-8'>1.250 <span class='target'>&ge; 1.15" in row
+    assert "&ge; 1.15 of the best peer" in page
+    assert "<p class='note'>xrdcp: 20 streams asked, 15 used</p>" in page
+    assert "CPU: client 1.10 s, server 0.90 s" in page
+    goodput = (tmp_path / "goodput-vs-streams.svg").read_text()
+    assert goodput.count("stroke-dasharray='2 3'") >= 2  # the peers, dotted
+    assert "gridftp" in (tmp_path / "cpu.svg").read_text()
+
+
 def test_text_is_escaped(tmp_path: Path) -> None:
     evil = "<script>alert('x')</script>"
     out = tmp_path / "r"
