@@ -27,7 +27,7 @@ conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, 
 bench: $(STAMP)     ## the quick subset of every shipped campaign: design.md section 6 figures (~15 min)
 	.venv/bin/python -m reservoir.lab.campaign.bench
 
-bench-full: $(STAMP) ## every shipped campaign's whole matrix with its repetitions, then the section 6 figures (~2 h)
+bench-full: $(STAMP) ## every shipped campaign's whole matrix with its repetitions, then the section 6 figures (~3.5 h)
 	.venv/bin/python -m reservoir.lab.campaign.bench --full
 
 bench-copy: $(STAMP)  ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)

@@ -30,7 +30,7 @@ from reservoir.lab.campaign._topology import LOOPBACK_MBIT, Topology
 
 GOODPUT = 0.85
 RUN_SETUP_S = 10.0
-PEER_SETUP_S = 5.0
+PEER_SETUP_S = 3.0
 LAB_SETUP_S = 5.0
 MSS_BYTES = 1448  # MTU 1500 with timestamps
 MATHIS_C = 1.22

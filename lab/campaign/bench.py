@@ -1,7 +1,7 @@
 """``make bench``: the quick subset of every shipped campaign, one after the other, and
 the figures of design.md section 6 as ratios measured in the same run; ``make
 bench-full`` (``--full``) the same over every campaign's whole matrix with its written
-repetitions (about two hours on the development machine).
+repetitions (about three and a half hours on the development machine).
 
     python -m reservoir.lab.campaign.bench [--full] [--out DIR] [--only NAME ...]
 

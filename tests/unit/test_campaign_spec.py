@@ -94,12 +94,17 @@ SHIPPED = {p.stem: p for p in campaign.shipped()}
 
 # name: (scenarios, of which iperf3, quick scenarios)
 COUNTS = {
-    "loopback": (14, 7, 6),
-    "lfn-2x500m-100ms": (24, 8, 4),
-    "sc2003-scaled": (18, 6, 2),
+    "loopback": (28, 7, 12),
+    "lfn-2x500m-100ms": (40, 8, 4),
+    "lfn-1g-200ms": (12, 3, 4),
+    "sc2003-scaled": (30, 6, 2),
     "lossy": (24, 12, 4),
     "failover": (3, 1, 2),
 }
+# the campaigns whose reservoir scenarios meet gridftp and xrdcp, and in their quick
+# subsets too (make bench)
+WITH_PEERS = {"loopback": True, "lfn-2x500m-100ms": True, "lfn-1g-200ms": True,
+              "sc2003-scaled": False}  # fmt: skip
 
 
 def test_the_shipped_campaigns_are_those_of_the_issue() -> None:
@@ -141,6 +146,30 @@ def test_shipped_reservoir_scenarios_have_an_iperf3_baseline_in_the_same_set(nam
                 assert (base.streams, base.pacing, base.cc, base.loss) == (
                     s.streams, s.pacing, s.cc, s.loss,
                 )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(WITH_PEERS))
+def test_shipped_reservoir_scenarios_meet_gridftp_and_xrdcp_of_the_same_streams(
+    name: str,
+) -> None:
+    c = load(SHIPPED[name])
+    subsets = [c.scenarios(), c.quick()] if WITH_PEERS[name] else [c.scenarios()]
+    for subset in subsets:
+        peers = {(s.tool, s.streams, s.cc, s.loss) for s in subset}
+        for s in subset:
+            if s.tool == "reservoir":
+                for tool in ("gridftp", "xrdcp"):
+                    assert (tool, s.streams, s.cc, s.loss) in peers, (s.name, tool)
+
+
+def test_lfn_1g_200ms_is_the_path_design_section_5_measured_the_peers_on() -> None:
+    c = load(SHIPPED["lfn-1g-200ms"])
+    assert c.topology.lab is not None and c.topology.paths == ("l1",)
+    link = c.topology.lab.link("l1")
+    assert (link.rate_mbit, 2 * link.delay_ms, link.loss) == (1000, 200, 0)
+    assert {s.streams for s in c.scenarios()} == {8, 16, 32}
+    assert {s.size_bytes for s in c.scenarios() if s.tool != "iperf3"} == {2 << 30}
+    assert {s.tool for s in c.quick()} == {"iperf3", "reservoir", "gridftp", "xrdcp"}
 
 
 def test_lfn_campaign_multiplies_pacing_and_equalizer_for_reservoir_only() -> None:
