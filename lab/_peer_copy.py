@@ -204,7 +204,10 @@ class _Clients:
         for leg, argv, log in zip(self.legs, self.argvs, self.outs, strict=True):
             with open(log, "wb") as out:
                 cmd = in_netns(leg.netns, argv)
-                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
+                try:
+                    self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
+                except FileNotFoundError as e:
+                    raise PeerError(f"{cmd[0]} is not installed") from e
 
     def wait(self, timeout: float, watch: Watch | None) -> None:
         """Until every client exited; PeerError if one failed or ``timeout`` passed."""

@@ -118,3 +118,17 @@ def test_a_client_that_does_not_finish_in_time_is_stopped(source: Source, root: 
     with _Hanging(root) as server, pytest.raises(PeerError, match="did not finish within 1 s"):
         timed_copy([Leg(server, source.path, root / "c", 1)], source.digest, timeout=1)
     assert server.proc is not None and server.proc.poll() is not None
+
+
+@dataclass
+class _Missing(GridftpServer):
+    """A real server whose client is not installed."""
+
+    def client_argv(self, source: Path, dest: Path, streams: int) -> list[str]:
+        return ["reservoir-no-such-client"]
+
+
+def test_a_client_that_is_not_installed_is_a_peer_error(source: Source, root: Path) -> None:
+    need_tool("globus-gridftp-server")
+    with _Missing(root) as server, pytest.raises(PeerError, match="is not installed"):
+        timed_copy([Leg(server, source.path, root / "c", 1)], source.digest, timeout=10)
