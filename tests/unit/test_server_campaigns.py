@@ -285,7 +285,7 @@ def test_a_started_run_shows_the_runners_progress_and_partial_summary(
     with coordinator(settings()) as c:
         run = start(c, runners)
         assert run["state"] == "running" and run["campaign"] == "loopback" and run["quick"]
-        assert run["progress"]["total"] == 6  # the quick subset: 6 scenarios x 1
+        assert run["progress"]["total"] == 12  # the quick subset: 12 scenarios x 1
         seen = wait_run(c, run["id"], lambda r: r["progress"]["done"] == 1, "progress")
         assert seen["progress"] == {
             "done": 1,
