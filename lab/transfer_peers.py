@@ -280,8 +280,9 @@ class GridftpServer(Server):
 
 @dataclass
 class XrootdServer(Server):
-    """``xrootd -R nobody`` exporting ``root`` on ``port`` (every address of its
-    namespace; with ``allow``, only that client host may connect)."""
+    """``xrootd -R nobody`` exporting ``root`` on ``port`` of every address of its
+    namespace (it has no directive to listen on one); with ``allow`` only that client
+    host may connect, and on a loopback ``host`` only this host."""
 
     tool: ClassVar[Tool] = "xrdcp"
     binary: ClassVar[str] = "xrootd"
@@ -296,8 +297,9 @@ class XrootdServer(Server):
             f"all.adminpath {self.state}",
             f"all.pidpath {self.state}",
         ]
-        if self.allow:
-            lines.append(f"xrd.allow host {self.allow}")
+        allow = self.allow or (self.host if self.host.startswith("127.") else None)
+        if allow:
+            lines.append(f"xrd.allow host {allow}")
         conf = self.state / "xrootd.cfg"
         conf.write_text("\n".join(lines) + "\n")
         name = f"peer{self.port}"

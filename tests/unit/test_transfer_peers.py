@@ -58,6 +58,8 @@ def test_xrootd_exports_the_directory_and_keeps_its_files_in_its_state(tmp_path:
     config = (tmp_path / "xrootd.cfg").read_text().splitlines()
     assert "all.export /dst" in config and "xrd.port 5501" in config
     assert f"all.adminpath {tmp_path}" in config and "xrd.allow host 10.0.1.1" in config
+    XrootdServer(Path("/dst"), state=tmp_path).argv()
+    assert "xrd.allow host 127.0.0.1" in (tmp_path / "xrootd.cfg").read_text().splitlines()
 
 
 def test_commands_run_in_a_namespace_through_ip_netns_exec() -> None:
