@@ -18,6 +18,13 @@ from reservoir.agent.initiator._errors import (
 from reservoir.agent.initiator._hash_range import hash_range, hash_receipts, supports_hash_range
 from reservoir.agent.initiator._identity import device_designator
 from reservoir.agent.initiator._login import Negotiated
+from reservoir.agent.initiator._pool import (
+    PoolSettings,
+    PoolStats,
+    SessionKey,
+    SessionPool,
+    chap_identity,
+)
 from reservoir.agent.initiator._reservation import (
     WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
     pr_clear,
@@ -39,13 +46,18 @@ __all__ = [
     "Negotiated",
     "PduSink",
     "PduTransport",
+    "PoolSettings",
+    "PoolStats",
     "Portal",
     "ProtocolError",
     "RecoveryPolicy",
     "ScsiError",
     "ScsiReply",
     "Session",
+    "SessionKey",
+    "SessionPool",
     "TcpTransport",
+    "chap_identity",
     "device_designator",
     "discover",
     "hash_range",

@@ -255,6 +255,26 @@ class Session:
         finally:
             self.tmfs.pop(itt, None)
 
+    @property
+    def reusable(self) -> bool:
+        """Logged in, connected and idle: no command, ping or task management request
+        outstanding, not reconnecting, not failed, not closing (a session that may be
+        handed to another user as it is)."""
+        return (
+            self.transport is not None
+            and self._failed is None
+            and self._recovering is None
+            and not self._closing
+            and not (self.tasks or self.waiting or self.tmfs)
+        )
+
+    def reuse(self, recovery: RecoveryPolicy | None = None) -> None:
+        """Readies an idle session for its next user: its counters from zero and that
+        user's recovery policy."""
+        self.recovery = recovery or RecoveryPolicy()
+        self.reinstatements = 0
+        self.reissued_bytes = 0
+
     async def __aenter__(self) -> Self:
         return self
 

@@ -490,3 +490,46 @@ def test_a_connection_can_be_switched_to_another_congestion_control() -> None:
     name, error = asyncio.run(main())
     assert name == b"reno"
     assert "congestion control no_such_cc" in error
+
+
+# ---------------------------------------------------------------- reuse (warm sessions)
+
+
+def test_a_session_is_reusable_only_while_idle_and_connected() -> None:
+    async def main() -> None:
+        target = FakeTarget(TARGET_KEYS)
+        session = await open_session(target)
+        seen = [session.reusable]  # idle
+        read = asyncio.create_task(session.read(0, 7, 1))
+        await asyncio.sleep(0)
+        seen.append(session.reusable)  # a command outstanding
+        command = target.sent[-1]
+        assert isinstance(command, P.ScsiCommand)
+        good(target, target.transports[0], command.itt)
+        await read
+        seen.append(session.reusable)  # idle again
+        target.transports[0].drop()
+        await asyncio.sleep(0)
+        seen.append(session.reusable)  # reconnecting
+        await session.close()
+        seen.append(session.reusable)  # closed
+        assert seen == [True, False, True, False, False]
+
+    asyncio.run(main())
+
+
+def test_reuse_starts_the_counters_afresh_with_the_new_users_recovery() -> None:
+    async def main() -> None:
+        target = FakeTarget(TARGET_KEYS)
+        session = await open_session(target)
+        target.transports[0].drop()
+        while session.reinstatements == 0:
+            await asyncio.sleep(0.001)
+        session.reissued_bytes = 4096
+        policy = RecoveryPolicy(attempts=12)
+        session.reuse(policy)
+        assert (session.reinstatements, session.reissued_bytes) == (0, 0)
+        assert session.recovery is policy
+        await session.close()
+
+    asyncio.run(main())
