@@ -77,6 +77,24 @@ class StreamCaps:
         self._streams.pop(stream, None)
         self._applied.pop(stream, None)
 
+    def lift(self) -> None:
+        """Takes every cap off the streams' sockets and forgets the streams: the copy
+        ends, and its sockets may carry the next copy (a pool of warm sessions)."""
+        for stream, applied in list(self._applied.items()):
+            try:
+                self._lift(applied)
+            except (OSError, RuntimeError) as exc:  # closed meanwhile, or CapError
+                log.debug("stream %d: caps not lifted: %s", stream, exc)
+        self._streams.clear()
+        self._applied.clear()
+
+    def _lift(self, applied: _Applied) -> None:
+        if applied.cwnd is not None and self.capper is not None:
+            self.capper.clear(applied.sock)
+        rate_based = applied.cwnd is not None and self.mechanism == RATE_BASED
+        if applied.pacing is not None or rate_based:
+            set_pacing_rate(applied.sock, NO_PACING)
+
     def tick(self) -> None:
         for stream, socket_of in list(self._streams.items()):
             self._tick_one(stream, socket_of)

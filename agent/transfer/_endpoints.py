@@ -4,6 +4,15 @@ A :class:`Side` is one end of the copy (its size and block size); it opens one
 :class:`Channel` per stream: a remote side gives every stream its own iSCSI
 session (its own TCP connection, bound to the stream's path), a local side shares
 one open volume.
+
+With a pool of warm sessions (:attr:`Login.pool`, the agent's), a remote side takes
+its sessions from the pool where one of the same path is there, and gives back at
+its close the healthy ones that carry nothing of the copy: a session registered
+under the copy's reservation key is given back only once the copy's CLEAR removed
+every registration of the LUN (a completed copy); the sessions of a copy that keeps
+its hold (paused, failed: to be resumed) are logged out as without a pool, so no
+session of the pool can write under an old key. Caps on their sockets are lifted by
+the engine before (:meth:`StreamCaps.lift`).
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import contextlib
 import ipaddress
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +33,9 @@ from reservoir.agent.initiator import (
     RecoveryPolicy,
     ScsiError,
     Session,
+    SessionKey,
+    SessionPool,
+    chap_identity,
     device_designator,
     discover,
     hash_range,
@@ -132,6 +144,8 @@ class Login:
     on_session: Callable[[int, Session], None] | None = None
     connector: Connector | None = None  # MPTCP, or a test's
     mutual_chap: tuple[str, str] | None = None  # the target's credentials (mutual CHAP)
+    pool: SessionPool[Session] | None = None  # warm sessions, taken and given back
+    transport: str = "tcp"  # what ``connector`` makes, in the key of a pooled session
 
 
 class Side(Protocol):
@@ -200,6 +214,14 @@ class LocalSide:
         self.volume.close()
 
 
+class SessionHome(Protocol):
+    """Where a channel's session goes when the channel closes (its side)."""
+
+    async def retire(self, session: Session, *, reusable: bool = True) -> None: ...
+
+    def hold_cleared(self) -> None: ...
+
+
 class RemoteChannel:
     def __init__(
         self,
@@ -208,10 +230,14 @@ class RemoteChannel:
         block_size: int,
         hashes: bool = False,
         hold: int | None = None,
+        *,
+        home: SessionHome | None = None,
     ) -> None:
         self.session, self.lun, self.bs = session, lun, block_size
         self.hashes = hashes  # the target answers HASH RANGE
         self.hold = hold  # the reservation key this session is registered with
+        self.home = home  # None: the session is logged out when the channel closes
+        self.dropped = False  # its connection was broken on purpose: never reused
 
     async def read(self, offset: int, length: int) -> bytes:
         return await self.session.read(self.lun, offset // self.bs, length // self.bs, self.bs)
@@ -241,9 +267,20 @@ class RemoteChannel:
     async def release(self) -> None:
         if self.hold is not None:
             await pr_clear(self.session, self.lun, self.hold)
+            if self.home is not None:
+                self.home.hold_cleared()
+
+    def drop(self) -> None:
+        """Breaks the connection at once (a failed path: no logout to wait for)."""
+        self.dropped = True
+        if self.session.transport is not None:
+            self.session.transport.drop()
 
     async def close(self) -> None:
-        await self.session.close()
+        if self.home is None:
+            await self.session.close()
+        else:
+            await self.home.retire(self.session, reusable=not self.dropped)
 
 
 class RemoteSide:
@@ -268,29 +305,77 @@ class RemoteSide:
         self._early: dict[int, tuple[PathSpec | None, asyncio.Task[Session]]] = {}
         self._prober: Session | None = None  # the session that was asked (probe)
         self._own: Session | None = None  # the prober, when no stream's session was in
+        self.opened = self.reused = 0  # sessions logged in, and taken from the pool
+        self._keys: dict[Session, SessionKey] = {}  # the pool's sessions and their keys
+        self._registered: set[Session] = set()  # under the copy's key (see _hold)
+        self._cleared = False  # the copy's CLEAR removed every registration
+        self._retired: dict[Session, None] = {}  # to give back at close, in order
+
+    def _key(self, path: PathSpec | None) -> SessionKey:
+        return SessionKey(
+            host=path.remote if path else self.where.host,
+            port=path.port if path and path.port else self.where.port,
+            target=self.where.iqn,
+            initiator_name=self.login.initiator_name,
+            credentials=chap_identity(self.login.chap, self.login.mutual_chap),
+            local_address=path.local if path else None,
+            transport=self.login.transport,
+        )
 
     async def _open(
-        self, path: PathSpec | None, recovery: RecoveryPolicy | None = None, timeout: float = 10.0
+        self,
+        path: PathSpec | None,
+        recovery: RecoveryPolicy | None = None,
+        timeout: float = 10.0,
+        *,
+        pooled: bool = True,
     ) -> Session:
-        host = path.remote if path else self.where.host
-        port = path.port if path and path.port else self.where.port
-        return await Session.open(
-            host,
-            port,
-            self.where.iqn,
-            initiator_name=self.login.initiator_name,
-            chap=self.login.chap,
-            mutual_chap=self.login.mutual_chap,
-            local_address=path.local if path else None,
-            recovery=recovery or self.login.recovery,
-            connector=self.login.connector,
-            login_timeout=timeout,
-        )
+        """A session on ``path``: a warm one of the pool if there is one, else a new
+        login; ``pooled`` False for one that never comes from nor goes to the pool."""
+        key, pool = self._key(path), self.login.pool if pooled else None
+        policy = recovery or self.login.recovery
+        session = pool.take(key) if pool is not None else None
+        if session is not None:
+            session.reuse(policy)
+            self.reused += 1
+        else:
+            session = await Session.open(
+                key.host,
+                key.port,
+                key.target,
+                initiator_name=key.initiator_name,
+                chap=self.login.chap,
+                mutual_chap=self.login.mutual_chap,
+                local_address=key.local_address,
+                recovery=policy,
+                connector=self.login.connector,
+                login_timeout=timeout,
+            )
+            self.opened += 1
+        if pool is not None:
+            self._keys[session] = key
+        return session
 
     async def heartbeat_session(self, path: PathSpec, timeout: float) -> Session:
         """A session on ``path`` for NOP-Out heartbeats: it does not reconnect by itself
-        (a failed ping drops it and the next heartbeat logs in afresh)."""
-        return await self._open(path, RecoveryPolicy(attempts=1, first_delay=0.0), timeout)
+        (a failed ping drops it and the next heartbeat logs in afresh); never pooled."""
+        policy = RecoveryPolicy(attempts=1, first_delay=0.0)
+        return await self._open(path, policy, timeout, pooled=False)
+
+    async def retire(self, session: Session, *, reusable: bool = True) -> None:
+        """A session the copy is done with: kept to be given back to the pool when the
+        side closes (:meth:`close`), or logged out now (no pool, not reusable)."""
+        if session in self._retired:
+            return
+        if reusable and session in self._keys and session.reusable:
+            self._retired[session] = None
+        else:
+            self._keys.pop(session, None)
+            await session.close()
+
+    def hold_cleared(self) -> None:
+        """The copy's CLEAR went through: no session of the LUN is registered any more."""
+        self._cleared = True
 
     def open_early(self, streams: dict[int, PathSpec | None]) -> None:
         """Starts logging in these streams' sessions now; :meth:`channel` takes them."""
@@ -325,16 +410,19 @@ class RemoteSide:
         """Reserves the LUN for the copy under ``key`` (see _hold), on the session
         that probed it; the streams' sessions register as they are taken."""
         assert self._prober is not None, "probe() first"
+        self._registered.add(self._prober)  # first: a RESERVE that fails leaves it registered
         if await take(self._prober, self.where.lun, key, self.pr_state, self.label):
             self.hold = key
+        else:  # the target has no persistent reservations: nothing was registered
+            self._registered.discard(self._prober)
         await self._close_own()
 
     async def _close_own(self) -> None:
-        """Logs out the session the side opened for itself to probe (no stream's)."""
+        """Retires the session the side opened for itself to probe (no stream's)."""
         own, self._own = self._own, None
         if own is not None:
             with contextlib.suppress(InitiatorError, OSError, TimeoutError):
-                await own.close()
+                await self.retire(own)
 
     async def _first_early(self) -> Session | None:
         """The first early session to log in; None if none did (their streams see
@@ -353,29 +441,46 @@ class RemoteSide:
             session = await early[1]
         else:
             if early is not None:
-                await _discard_early(early[1])
+                await _discard_early(early[1], self.retire)
             session = await self._open(path)
         if self.hold is not None and session is not self._prober:
+            self._registered.add(session)
             await pr_register(session, self.where.lun, self.hold)
         if self.login.on_session is not None:
             self.login.on_session(stream, session)
-        return RemoteChannel(session, self.where.lun, self.block_size, self.hashes, self.hold)
+        home = self if self.login.pool is not None else None
+        lun, bs = self.where.lun, self.block_size
+        return RemoteChannel(session, lun, bs, self.hashes, self.hold, home=home)
 
     async def close(self) -> None:
-        """Logs out the early sessions no stream took (the copy stopped before)."""
+        """Retires the early sessions no stream took (the copy stopped before), then
+        gives the retired sessions back to the pool (see the module)."""
         early, self._early = self._early, {}
-        await asyncio.gather(*(_discard_early(task) for _, task in early.values()))
+        await asyncio.gather(*(_discard_early(task, self.retire) for _, task in early.values()))
         await self._close_own()
+        retired, self._retired = list(self._retired), {}
+        await asyncio.gather(*(self._give_back(session) for session in retired))
+
+    async def _give_back(self, session: Session) -> None:
+        key = self._keys.pop(session)
+        registered = session in self._registered and not self._cleared
+        if self.login.pool is None or registered:
+            with contextlib.suppress(InitiatorError, OSError, TimeoutError):
+                await session.close()
+        else:
+            await self.login.pool.put(key, session)
 
 
 async def _no_pr() -> PrState:
     return PrState()
 
 
-async def _discard_early(task: asyncio.Task[Session]) -> None:
-    """Logs out an early session no stream took. One still logging in gets
-    ``EARLY_GRACE`` s to finish first: cut short, it would leave the target a reset
-    connection instead of a logout."""
+async def _discard_early(
+    task: asyncio.Task[Session], retire: Callable[[Session], Awaitable[None]]
+) -> None:
+    """Retires an early session no stream took (logged out, or kept for the pool).
+    One still logging in gets ``EARLY_GRACE`` s to finish first: cut short, it would
+    leave the target a reset connection instead of a logout."""
     try:
         done, _ = await asyncio.wait({task}, timeout=EARLY_GRACE)
     except asyncio.CancelledError:
@@ -388,7 +493,7 @@ async def _discard_early(task: asyncio.Task[Session]) -> None:
     if task.cancelled() or task.exception() is not None:
         return  # it did not log in: nothing to close
     with contextlib.suppress(InitiatorError, OSError, TimeoutError):
-        await task.result().close()
+        await retire(task.result())
 
 
 async def open_source(

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reservoir.agent.aio import finish
-from reservoir.agent.initiator import InitiatorError, RecoveryPolicy, ScsiError, Session
+from reservoir.agent.initiator import (
+    InitiatorError,
+    RecoveryPolicy,
+    ScsiError,
+    Session,
+    SessionPool,
+)
 from reservoir.agent.initiator._transport import (
     Connector,
     mptcp_connect,
@@ -111,6 +117,7 @@ class CopyOptions:
     outage_wait: float = 30.0  # every path failed: how long to wait for one to recover
     stripe_unit: int = DEFAULT_EXTENT_SIZE  # several destinations: the level-1 stripe unit
     stream_caps: StreamCaps | None = None  # cwnd caps and pacing rates set from outside
+    pool: SessionPool[Session] | None = None  # warm sessions (the agent's; see _endpoints)
 
 
 def _connector(options: CopyOptions) -> Connector | None:
@@ -118,6 +125,12 @@ def _connector(options: CopyOptions) -> Connector | None:
     if options.congestion is None:
         return mptcp_connect if options.mptcp else None
     return with_congestion(mptcp_connect if options.mptcp else tcp_connect, options.congestion)
+
+
+def _transport(options: CopyOptions) -> str:
+    """What :func:`_connector` makes, as a pooled session's key names it."""
+    kind = "mptcp" if options.mptcp else "tcp"
+    return kind if options.congestion is None else f"{kind}/{options.congestion}"
 
 
 async def copy(
@@ -151,6 +164,8 @@ async def copy(
         options.on_session,
         connector=_connector(options),
         mutual_chap=options.mutual_chap,
+        pool=options.pool,
+        transport=_transport(options),
     )
     with _copy_errors(source, dests):
         paths = [parse_path(p) for p in options.paths]
@@ -504,6 +519,8 @@ class Run:
         self.checkpoint.save()
         if self.telemetry is not None:
             await self.telemetry.last_sample()
+        if self.options.stream_caps is not None and self.options.pool is not None:
+            self.options.stream_caps.lift()  # its sockets may carry the next copy
         await self._close(list(self.workers.values()))
         await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -713,8 +730,8 @@ class Run:
         self._count_reissued(worker)
         for channel in (worker.source, worker.dest):
             inner = channel.inner if isinstance(channel, CountingChannel) else channel
-            if isinstance(inner, RemoteChannel) and inner.session.transport is not None:
-                inner.session.transport.drop()
+            if isinstance(inner, RemoteChannel):
+                inner.drop()
             with contextlib.suppress(InitiatorError, OSError, TimeoutError):
                 await asyncio.wait_for(channel.close(), 1.0)
 
@@ -866,4 +883,15 @@ class Run:
             end_mismatches=self.end_mismatches,
             held=any(isinstance(d, RemoteSide) and d.hold is not None for d in self.dsts),
             mode=self.options.verification if self.options.verify else "",
+            sessions_opened=sum(s.opened for s in self._remote_sides()),
+            sessions_reused=sum(s.reused for s in self._remote_sides()),
+            first_write=self._first_write(),
         )
+
+    def _remote_sides(self) -> list[RemoteSide]:
+        return [s for s in (self.src, *self.dsts) if isinstance(s, RemoteSide)]
+
+    def _first_write(self) -> float | None:
+        """Seconds from the copy being asked for to its first write (None: none)."""
+        at = self.dispatcher.first_write
+        return None if at is None else at - self.began

@@ -95,6 +95,7 @@ class Dispatcher:
         self.failed: set[int] = set()
         self.deferred = 0  # times a stream left an extent to faster ones
         self.writes: dict[int, list[ExtentWrite]] = {}  # by pair: extents being written
+        self.first_write: float | None = None  # when the first extent's writes went out
         self._changed = asyncio.Event()
 
     def in_flight(self) -> set[int]:
@@ -103,6 +104,8 @@ class Dispatcher:
         return set(self.written)
 
     def writing(self, extent: Extent) -> None:
+        if self.first_write is None:
+            self.first_write = self.clock()
         self.written.add(extent.id)
 
     def begin_write(self, work: ExtentWrite) -> None:

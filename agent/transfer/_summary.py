@@ -51,6 +51,9 @@ class CopySummary:
     end_mismatches: int = 0  # extents the check at the end found different (resent)
     held: bool = False  # the destination LUNs were reserved for the copy
     mode: str = ""  # how each extent was verified: "storage", "receipt" ("": not verified)
+    sessions_opened: int = 0  # iSCSI sessions logged in for the copy
+    sessions_reused: int = 0  # warm sessions taken from the agent's pool instead
+    first_write: float | None = None  # s from the copy being asked for to its first write
 
     @property
     def verification(self) -> str:
@@ -126,6 +129,8 @@ def format_summary(s: CopySummary) -> str:
                 f"path {r.path}: failover window {window} (detected after "
                 f"{r.detected_after} s), {r.moved_extents} extents moved to other paths"
             )
+    if s.sessions_opened or s.sessions_reused:
+        lines.append(_sessions_line(s))
     verify = (
         f"verified: {s.verification}; {s.mismatches} mismatches resent while copying, "
         f"{s.end_mismatches} at the end"
@@ -139,3 +144,11 @@ def format_summary(s: CopySummary) -> str:
         f"root hash {s.root_hash} ({verify})",
     ]
     return "\n".join(lines)
+
+
+def _sessions_line(s: CopySummary) -> str:
+    first = "no write" if s.first_write is None else f"first write at {s.first_write:.3f} s"
+    return (
+        f"sessions: {s.sessions_opened} logged in, {s.sessions_reused} warm from the "
+        f"agent's pool; {first} after the copy was asked for"
+    )

@@ -132,3 +132,20 @@ def test_a_refused_cap_is_reported_and_logged_once(
     assert caps.errors == {0: "[Errno 95] Operation not supported"}
     warnings = [r for r in caplog.records if "caps not applied" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_lift_leaves_the_sockets_of_an_ended_copy_uncapped(
+    sockets: list[socket.socket],
+) -> None:
+    capper = Recording()
+    caps = StreamCaps(capper)
+    caps.attach(0, lambda: sockets[0])
+    caps.attach(1, lambda: sockets[1])
+    caps.want({0: 40}, {1: 5_000_000})
+    caps.tick()
+    caps.lift()
+    assert ("clear", sockets[0], None) in capper.calls
+    assert pacing_rate(sockets[1]) == NO_PACING
+    assert caps.applied() == {}
+    caps.tick()  # the streams are forgotten: nothing is applied again
+    assert pacing_rate(sockets[1]) == NO_PACING
