@@ -11,6 +11,7 @@ from reservoir.agent.control.core.config import AgentSettings
 from reservoir.agent.control.iperf import IperfManager
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.control.volumes import Volumes
+from reservoir.agent.initiator import PoolSettings, Session, SessionPool
 from reservoir.agent.target import config as target_config
 from reservoir.agent.target.server import TargetServer
 from reservoir.agent.transfer import copy as engine_copy
@@ -47,6 +48,7 @@ class Agent:
     async def start(self) -> None:
         self._open_caps()
         self._open_pacer()
+        self.manager.pool = self._session_pool()
         count = self.manager.load()
         log.info("agent %s: %d copies in %s", self.settings.name, count, self.settings.state_dir)
         if self.target_config is not None:
@@ -61,6 +63,9 @@ class Agent:
     async def stop(self) -> None:
         await self.iperf.close()
         await self.manager.close()
+        if self.manager.pool is not None:  # after the copies gave their sessions back
+            await self.manager.pool.close()
+            self.manager.pool = None
         if self.target is not None:
             await self.target.stop()
             self.target = None
@@ -81,6 +86,15 @@ class Agent:
         self.manager.capper = self.caps
         why = f" ({self.caps.why_not_bpf})" if wanted == "bpf" and self.caps.why_not_bpf else ""
         log.info("cwnd caps: %s%s", self.caps.mechanism, why)
+
+    def _session_pool(self) -> SessionPool[Session] | None:
+        """The warm sessions the copies share (None: ``warm_sessions = 0``)."""
+        s = self.settings
+        if s.warm_sessions == 0:
+            return None
+        per_path = min(s.warm_sessions_per_path, s.warm_sessions)
+        limits = PoolSettings(s.warm_idle_timeout, per_key=per_path, total=s.warm_sessions)
+        return SessionPool(limits)
 
     def _open_pacer(self) -> None:
         """NIC pacing for the copies whose caps ask for it; first removes what an agent

@@ -15,7 +15,9 @@ copy (``<state>/copies/<id>.json``, written atomically, mode 0600) lets a restar
 list past copies; one that was queued or running when the agent stopped comes back as
 paused, ready to resume. CHAP secrets of a copy are kept in that file (for resume).
 A paused or failed copy keeps its destinations reserved for its resume (see
-``reservoir.agent.transfer``); cancelling it releases them.
+``reservoir.agent.transfer``); cancelling it releases them. Copies share the agent's
+pool of warm sessions (:attr:`CopyManager.pool`): the sessions a copy gives back are
+taken by the next copy over the same path, which starts without logging in.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from reservoir.agent.control.models import (
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.control.telemetry import TelemetryTail, read_tail
 from reservoir.agent.control.volumes import Volumes
+from reservoir.agent.initiator import Session, SessionPool
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
@@ -195,6 +198,7 @@ class CopyManager:
         self.jobs: dict[str, CopyJob] = {}
         self.capper: Capper | None = None  # the agent's cwnd cap mechanism, if any
         self.pacer: NicPacer | None = None  # the agent's NIC pacing, if any
+        self.pool: SessionPool[Session] | None = None  # the agent's warm sessions, if any
         self._slots = asyncio.Semaphore(max_running)
         for name in ("copies", "checkpoints", "telemetry"):
             (self.state_dir / name).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -422,6 +426,7 @@ class CopyManager:
             stream_caps=self._stream_caps(job),
             mptcp=r.mptcp,
             congestion=r.congestion,
+            pool=self.pool,
         )
 
     def _stream_caps(self, job: CopyJob) -> StreamCaps:

@@ -9,7 +9,13 @@ from reservoir.agent.control.models import VolumePublic
 from reservoir.agent.storage import available_backends
 from reservoir.agent.target.config import TargetConfig
 
-__all__ = ["congestion_control", "mptcp_available", "storage_backends", "volumes"]
+__all__ = [
+    "congestion_control",
+    "mptcp_available",
+    "slow_start_after_idle",
+    "storage_backends",
+    "volumes",
+]
 
 PROC_IPV4 = Path("/proc/sys/net/ipv4")
 PROC_MPTCP = Path("/proc/sys/net/mptcp/enabled")
@@ -27,6 +33,12 @@ def congestion_control(proc: Path = PROC_IPV4) -> tuple[str | None, list[str]]:
     current = _read(proc / "tcp_congestion_control")
     available = (_read(proc / "tcp_available_congestion_control") or "").split()
     return current, available
+
+
+def slow_start_after_idle(proc: Path = PROC_IPV4) -> bool | None:
+    """Whether TCP shrinks an idle connection's window back (None: unknown)."""
+    value = _read(proc / "tcp_slow_start_after_idle")
+    return None if value is None else value != "0"
 
 
 def mptcp_available(path: Path = PROC_MPTCP) -> bool:

@@ -270,12 +270,32 @@ class AgentVolumePublic(BaseModel):
     error: str | None = Field(default=None, description="why the volume is not usable now")
 
 
+class WarmSessionsPublic(BaseModel):
+    """The agent's pool of warm sessions (``warm_sessions`` in its settings)."""
+
+    idle: int = Field(description="sessions kept logged in for the next copy now")
+    taken: int = Field(description="sessions a copy took instead of logging in")
+    kept: int = Field(description="sessions copies gave back and the pool kept")
+    refused: int = Field(description="sessions given back not reusable, logged out")
+    evicted: int = Field(description="logged out to stay within the bounds")
+    expired: int = Field(description="logged out after warm_idle_timeout unused")
+    ping_failed: int = Field(description="logged out after a ping went unanswered")
+
+
 class InfoPublic(BaseModel):
     name: str
     version: str
     storage_backends: list[str]
     tcp_congestion_control: str | None
     tcp_congestion_control_available: list[str]
+    tcp_slow_start_after_idle: bool | None = Field(
+        default=None,
+        description=(
+            "whether TCP restarts slow start after an idle period (net.ipv4."
+            "tcp_slow_start_after_idle): warm sessions start at speed only without it"
+        ),
+    )
+    warm_sessions: WarmSessionsPublic | None = None
     mptcp: bool
     target_portals: list[str]
     volumes: list[VolumePublic]

@@ -217,6 +217,26 @@ def test_copy_into_a_reservoir_target_completes_verified(
     assert {r["type"] for r in telemetry} <= {"progress", "stream", "path"}
 
 
+def test_the_next_copy_over_a_path_takes_the_warm_sessions_of_the_last(
+    tmp_path: Path, api: str, remote: tuple[ReservoirTarget, Path]
+) -> None:
+    target, lun = remote
+    source = random_file(tmp_path / "src.img", 32 * MiB)
+    with client(api) as c:
+        done = []
+        for _ in range(2):
+            copy_id = start_copy(c, source, target.url(0), streams=4)["id"]
+            done.append(wait_for(c, copy_id, "completed", "failed"))
+        warm = c.get("/info").json()["warm_sessions"]
+    assert [d["state"] for d in done] == ["completed", "completed"], done
+    cold, hot = (d["summary"] for d in done)
+    assert cold["verified"] and hot["verified"] and sha(lun, 32 * MiB) == sha(source, 32 * MiB)
+    assert (cold["sessions_opened"], cold["sessions_reused"]) == (4, 0)
+    assert (hot["sessions_opened"], hot["sessions_reused"]) == (0, 4)
+    assert warm["taken"] == 4 and warm["idle"] == 4
+    assert (tmp_path / "target.log").read_text().count("login: ") == 4  # for both copies
+
+
 def test_pause_then_resume_of_a_large_copy_finishes_with_the_right_hash(
     tmp_path: Path, remote: tuple[ReservoirTarget, Path]
 ) -> None:

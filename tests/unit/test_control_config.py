@@ -149,3 +149,13 @@ def test_tls_certificate_needs_its_key(tmp_path: Path) -> None:
     path = write(tmp_path, f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\ntls_cert = "a.crt"\n')
     with pytest.raises(SettingsError, match="tls_cert and tls_key go together"):
         load_settings(path)
+
+
+def test_warm_sessions_default_on_and_take_a_whole_number_of_seconds(tmp_path: Path) -> None:
+    base = f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
+    default = load_settings(write(tmp_path, base))
+    assert (default.warm_sessions, default.warm_idle_timeout) == (256, 90.0)
+    off = load_settings(write(tmp_path, base + "warm_sessions = 0\nwarm_idle_timeout = 60\n"))
+    assert (off.warm_sessions, off.warm_idle_timeout) == (0, 60.0)
+    with pytest.raises(SettingsError, match=r"agent\.warm_idle_timeout"):
+        load_settings(write(tmp_path, base + "warm_idle_timeout = 0\n"))

@@ -13,6 +13,9 @@
     target_mptcp = false                            # the target listens with MPTCP sockets
     max_running = 4
     max_body_bytes = 1048576                        # a larger request body is 413, unread
+    warm_sessions = 256                             # sessions kept between copies (0: none)
+    warm_sessions_per_path = 64
+    warm_idle_timeout = 90.0                        # s an unused warm session is kept
     tls_cert = "agent.crt"                          # optional: HTTPS (both or neither)
     tls_key = "agent.key"
 
@@ -90,6 +93,13 @@ class AgentSettings(BaseModel):
     max_running: int = Field(default=4, ge=1, le=256)
     # A request body larger than this is answered 413 before it is read.
     max_body_bytes: int = Field(default=1 << 20, ge=4096, le=1 << 30)
+    # Warm sessions: the iSCSI sessions of a copy that ended well are kept logged in
+    # (pinged) and taken by the next copy over the same path, which then starts without
+    # a connect, a login or a slow start; at most this many in all (0: a copy logs its
+    # sessions out), this many per path, each for this many seconds unused.
+    warm_sessions: int = Field(default=256, ge=0, le=65536)
+    warm_sessions_per_path: int = Field(default=64, ge=1, le=4096)
+    warm_idle_timeout: float = Field(default=90.0, gt=0, le=86400)
     # How cwnd caps are applied: "bpf" (a sock_ops program, falling back to
     # "pacing-rate" where BPF is not possible), "pacing-rate" (SO_MAX_PACING_RATE), "off".
     cwnd_caps: Literal["bpf", "pacing-rate", "off"] = "bpf"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 
 from fastapi import APIRouter
 
 from reservoir import __version__
 from reservoir.agent.control import info
+from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.api.deps import AgentDep, Authorized
 from reservoir.agent.control.api.routes.copies import caps_public
-from reservoir.agent.control.models import InfoPublic
+from reservoir.agent.control.models import InfoPublic, WarmSessionsPublic
 
 __all__ = ["router"]
 
@@ -25,6 +27,13 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def warm_sessions(agent: Agent) -> WarmSessionsPublic | None:
+    pool = agent.manager.pool
+    if pool is None:
+        return None
+    return WarmSessionsPublic.model_validate(dataclasses.asdict(pool.stats()))
+
+
 @router.get("/info")
 async def get_info(agent: AgentDep) -> InfoPublic:
     current, available = info.congestion_control()
@@ -34,6 +43,8 @@ async def get_info(agent: AgentDep) -> InfoPublic:
         storage_backends=info.storage_backends(),
         tcp_congestion_control=current,
         tcp_congestion_control_available=available,
+        tcp_slow_start_after_idle=info.slow_start_after_idle(),
+        warm_sessions=warm_sessions(agent),
         mptcp=info.mptcp_available(),
         target_portals=agent.portals(),
         volumes=info.volumes(agent.target_config),
