@@ -217,6 +217,9 @@ class Lab:
         if host:
             netns.sysctl(ns, "net.ipv4.tcp_rmem", f"4096 131072 {TCP_MEM_MAX}")
             netns.sysctl(ns, "net.ipv4.tcp_wmem", f"4096 16384 {TCP_MEM_MAX}")
+            # an idle connection keeps its window (the agents' warm sessions), as
+            # the lfn-* tuning profiles set it on real hosts
+            netns.sysctl(ns, "net.ipv4.tcp_slow_start_after_idle", "0")
         else:
             netns.sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1")
             netns.sysctl(ns, "net.ipv6.conf.default.disable_ipv6", "1")

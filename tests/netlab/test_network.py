@@ -104,6 +104,11 @@ def test_direct_link_answers(direct_lab: Lab) -> None:
     assert max(times) < 5
 
 
+def test_hosts_keep_the_window_of_idle_connections(direct_lab: Lab) -> None:
+    sysctl = ["sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle"]
+    assert direct_lab.exec("a", sysctl).stdout.strip() == "0"
+
+
 def test_tbf_rate_within_5_percent(direct_lab: Lab) -> None:
     mbit = iperf_mbit(direct_lab, "a", "b", B, 3)
     expected = goodput_mbit(200)

@@ -193,3 +193,12 @@ def test_lfn_buffers_hold_twice_the_bdp_at_350_ms(name: str, gbit: int) -> None:
     for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
         top = int(values[key].split()[2])
         assert 2 * bdp <= top <= 4 * bdp, key
+
+
+def test_lfn_profiles_keep_the_window_of_idle_connections_and_stock_does_not() -> None:
+    def value(name: str) -> str:
+        found = {s.key: s.value for s in load_profile(name).sysctl}
+        return found["net.ipv4.tcp_slow_start_after_idle"]
+
+    assert value("lfn-1g") == value("lfn-10g") == "0"
+    assert value("stock") == "1"  # the kernel's default: the untuned baseline
