@@ -47,7 +47,7 @@ from reservoir.agent.initiator import (
 from reservoir.agent.initiator._transport import Connector
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
 from reservoir.agent.storage import Volume, open_volume, volume_identity
-from reservoir.agent.transfer._hold import PrState, read_pr_state, take
+from reservoir.agent.transfer._hold import PrState, check_free, read_pr_state, take
 
 ISCSI_PORT = 3260
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
@@ -306,8 +306,10 @@ class RemoteSide:
         self._prober: Session | None = None  # the session that was asked (probe)
         self._own: Session | None = None  # the prober, when no stream's session was in
         self.opened = self.reused = 0  # sessions logged in, and taken from the pool
+        # (the streams' and the probe's: not a path monitor's heartbeat sessions)
         self._keys: dict[Session, SessionKey] = {}  # the pool's sessions and their keys
-        self._registered: set[Session] = set()  # under the copy's key (see _hold)
+        self._registered: set[Session] = set()  # under the copy's key, or may be (_hold)
+        self._holding: set[Session] = set()  # registered by take_hold
         self._cleared = False  # the copy's CLEAR removed every registration
         self._retired: dict[Session, None] = {}  # to give back at close, in order
 
@@ -351,7 +353,7 @@ class RemoteSide:
                 connector=self.login.connector,
                 login_timeout=timeout,
             )
-            self.opened += 1
+            self.opened += pooled  # a path monitor's heartbeats are not the copy's
         if pool is not None:
             self._keys[session] = key
         return session
@@ -407,15 +409,35 @@ class RemoteSide:
         self.pr_state = pr
 
     async def take_hold(self, key: int) -> None:
-        """Reserves the LUN for the copy under ``key`` (see _hold), on the session
-        that probed it; the streams' sessions register as they are taken."""
+        """Reserves the LUN for the copy under ``key`` (see _hold) on the session that
+        probed it, while the other early sessions that are in register the key (their
+        round trip hidden under the reservation's); the streams' other sessions register
+        as they are taken."""
         assert self._prober is not None, "probe() first"
-        self._registered.add(self._prober)  # first: a RESERVE that fails leaves it registered
-        if await take(self._prober, self.where.lun, key, self.pr_state, self.label):
+        others: list[Session] = []
+        if self.pr_state.supported:
+            check_free(self.pr_state, key, self.label)  # before anything is registered
+            others = [s for s in self._early_in() if s is not self._prober]
+        self._registered.update([self._prober, *others])  # first: a failure leaves them so
+        held, *answers = await asyncio.gather(
+            take(self._prober, self.where.lun, key, self.pr_state, self.label),
+            *(pr_register(s, self.where.lun, key) for s in others),
+            return_exceptions=True,
+        )
+        if isinstance(held, BaseException):
+            raise held
+        if held:
             self.hold = key
+            ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
+            self._holding = {self._prober, *ok}  # a failed one registers again when taken
         else:  # the target has no persistent reservations: nothing was registered
             self._registered.discard(self._prober)
         await self._close_own()
+
+    def _early_in(self) -> list[Session]:
+        """The early sessions that logged in by now."""
+        tasks = [task for _, task in self._early.values() if task.done()]
+        return [t.result() for t in tasks if not t.cancelled() and t.exception() is None]
 
     async def _close_own(self) -> None:
         """Retires the session the side opened for itself to probe (no stream's)."""
@@ -443,7 +465,7 @@ class RemoteSide:
             if early is not None:
                 await _discard_early(early[1], self.retire)
             session = await self._open(path)
-        if self.hold is not None and session is not self._prober:
+        if self.hold is not None and session not in self._holding:
             self._registered.add(session)
             await pr_register(session, self.where.lun, self.hold)
         if self.login.on_session is not None:

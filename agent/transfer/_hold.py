@@ -16,6 +16,7 @@ unheld, with a warning.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -61,9 +62,11 @@ class PrState:
 
 
 async def read_pr_state(session: Session, lun: int) -> PrState:
+    """Both reads at once (one round trip)."""
     try:
-        reservation = await pr_read_reservation(session, lun)
-        keys = await pr_read_keys(session, lun)
+        reservation, keys = await asyncio.gather(
+            pr_read_reservation(session, lun), pr_read_keys(session, lun)
+        )
     except ScsiError as exc:
         if exc.sense_key == ILLEGAL_REQUEST:
             return PrState(supported=False)

@@ -51,7 +51,7 @@ class CopySummary:
     end_mismatches: int = 0  # extents the check at the end found different (resent)
     held: bool = False  # the destination LUNs were reserved for the copy
     mode: str = ""  # how each extent was verified: "storage", "receipt" ("": not verified)
-    sessions_opened: int = 0  # iSCSI sessions logged in for the copy
+    sessions_opened: int = 0  # iSCSI sessions its streams and probe logged in
     sessions_reused: int = 0  # warm sessions taken from the agent's pool instead
     first_write: float | None = None  # s from the copy being asked for to its first write
 
