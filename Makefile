@@ -1,5 +1,5 @@
 # One target per task; each installs what it needs first.
-.PHONY: install test check demo conformance bench bench-full bench-copy bench-lfn bench-coordinator bench-equalizer fmt clean
+.PHONY: install test check demo conformance bench bench-full bench-copy bench-lfn bench-start bench-coordinator bench-equalizer fmt clean
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
@@ -35,6 +35,9 @@ bench-copy: $(STAMP)  ## reservoir copy on loopback against iperf3, and into tgt
 
 bench-lfn: $(STAMP) ## reservoir copy on the emulated 2 x 500 Mbit/s, 100 ms LFN: iperf3, failover, MPTCP, kill
 	.venv/bin/python -m reservoir.lab.bench_lfn
+
+bench-start: $(STAMP) ## a copy's start on the emulated LFN, cold then warm (pooled sessions): time to first byte and to 90% of the bottleneck
+	.venv/bin/python -m reservoir.lab.bench_start
 
 bench-coordinator: $(STAMP) ## transfers through the coordinator's API on the emulated LFN: end to end, coordinator killed
 	.venv/bin/python -m reservoir.lab.bench_coordinator
