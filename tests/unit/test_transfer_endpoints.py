@@ -85,3 +85,13 @@ def test_summary_table() -> None:
     assert "lost: lost" in text and "16.8" in text and "1/2" in text
     assert f"root hash {'ab' * 16} (verified" in text
     assert summary.paths()[0].bytes == 8 << 20
+
+
+def test_summary_tells_the_warm_sessions_and_the_first_write() -> None:
+    summary = CopySummary(
+        "src", "dst", 0, 8 << 20, 8 << 20, 1.0, "ab" * 16, True, 8 << 20, 0, 0, 0, 0, "ck"
+    )
+    assert "sessions:" not in format_summary(summary)  # a local copy has none
+    summary.sessions_reused, summary.first_write = 4, 0.3125
+    line = "sessions: 0 logged in, 4 warm from the agent's pool; first write at 0.312 s"
+    assert line in format_summary(summary)
