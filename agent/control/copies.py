@@ -418,6 +418,7 @@ class CopyManager:
             paths=list(r.paths),
             resume=job.checkpoint.exists(),
             verify=r.verify,
+            verification=r.verification,
             checkpoint=job.checkpoint,
             range=None if r.range is None else (r.range.offset, r.range.length),
             chap=None if r.chap is None else (r.chap.user, r.chap.secret.get_secret_value()),

@@ -27,6 +27,7 @@ __all__ = [
     "IperfServerPublic",
     "ProgressPublic",
     "RangeModel",
+    "Verification",
     "VolumePublic",
 ]
 
@@ -59,6 +60,7 @@ class ChapCreate(Strict):
 
 
 Location = Annotated[str, Field(min_length=1, max_length=MAX_URL)]
+Verification = Literal["storage", "receipt"]  # the engine's VERIFICATIONS
 
 
 class CopyBase(Strict):
@@ -86,6 +88,15 @@ class CopyBase(Strict):
         "repeat: the coordinator deals streams to links in proportion to their capacity)",
     )
     verify: bool = True
+    verification: Verification = Field(
+        default="storage",
+        description=(
+            "how each extent is verified (with verify): storage (the destination hashes "
+            "what it holds) or receipt (the digests of what its writes received, where it "
+            "kept them; the others from storage); the whole destination is hashed from "
+            "storage at the end either way"
+        ),
+    )
     range: RangeModel | None = None
     congestion: str | None = Field(
         default=None,

@@ -373,3 +373,20 @@ def test_volumes_lists_the_source_volumes_without_a_target(tmp_path: Path) -> No
             ]
 
     asyncio.run(main())
+
+
+def test_an_unknown_verification_is_422_and_receipt_is_shown_on_the_copy(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, instant_copy) as c:
+            body = {"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+            r = await c.post("/copies", json={**body, "verification": "read-back"})
+            assert r.status_code == 422
+            assert r.json()["detail"][0]["loc"] == ["body", "verification"]
+            default = await c.post("/copies", json=body)
+            assert default.json()["verification"] == "storage"
+            r = await c.post("/copies", json={**body, "verification": "receipt"})
+            assert r.status_code == 201
+            shown = await wait_state(c, r.json()["id"], "completed")
+            assert shown["verification"] == "receipt"
+
+    asyncio.run(main())

@@ -7,7 +7,7 @@ import json
 import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import pytest
 
@@ -20,8 +20,9 @@ from reservoir.agent.control import (
     copies,
 )
 from reservoir.agent.control.copies import UnknownCopyError
-from reservoir.agent.control.models import CapsBase
+from reservoir.agent.control.models import CapsBase, Verification
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
+from reservoir.agent.transfer._engine import VERIFICATIONS
 
 T = TypeVar("T")
 SIZE = 8 << 20
@@ -325,6 +326,56 @@ def test_the_loop_ending_under_a_running_copy_leaves_it_paused(tmp_path: Path) -
     manager = CopyManager(tmp_path)
     manager.load()
     assert [j.state for j in manager.all()] == [CopyState.PAUSED]
+
+
+def test_the_verification_mode_reaches_the_engine_and_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    async def first_agent() -> str:
+        engine = FakeEngine()
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        job = manager.create(request(verification="receipt"))
+        await started(manager, job.id)
+        await manager.close()
+        assert engine.calls[0].verification == "receipt"
+        return job.id
+
+    copy_id = run(first_agent())
+    saved = json.loads((tmp_path / "copies" / f"{copy_id}.json").read_text())
+    assert saved["request"]["verification"] == "receipt"
+
+    async def second_agent() -> None:
+        engine = FakeEngine(block=False)
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        manager.load()
+        manager.resume(copy_id)
+        await settle(manager, copy_id)
+        assert engine.calls[0].resume and engine.calls[0].verification == "receipt"
+
+    run(second_agent())
+
+
+def test_a_copy_saved_before_the_verification_mode_verifies_from_storage(
+    tmp_path: Path,
+) -> None:
+    async def main() -> str:
+        manager = CopyManager(tmp_path, copy_fn=FakeEngine(block=False))
+        job = manager.create(request())
+        await settle(manager, job.id)
+        return job.id
+
+    copy_id = run(main())
+    path = tmp_path / "copies" / f"{copy_id}.json"
+    data = json.loads(path.read_text())
+    del data["request"]["verification"]  # as an agent before the field wrote it
+    path.write_text(json.dumps(data))
+    manager = CopyManager(tmp_path)
+    manager.load()
+    assert manager.get(copy_id).request.verification == "storage"
+
+
+def test_the_api_modes_are_the_engines() -> None:
+    assert get_args(Verification) == VERIFICATIONS
 
 
 def test_a_corrupt_state_file_is_ignored(tmp_path: Path) -> None:
