@@ -186,6 +186,8 @@ def _request(
     }
     if transfer.congestion is not None:
         body["congestion"] = transfer.congestion
+    if transfer.verification != "storage":  # storage, the agents' default, is left out:
+        body["verification"] = transfer.verification  # agents before the field refuse it
     mptcp = transfer.multilink == "mptcp"
     if mptcp:
         body["mptcp"] = True  # one portal; the kernel opens the subflows over the links

@@ -444,6 +444,15 @@ class TransferBase(Strict):
     pacing: PacingBase = Field(default_factory=PacingBase)
     equalizer: bool = True
     verify: bool = True
+    verification: Literal["storage", "receipt"] = Field(
+        default="storage",
+        description=(
+            "how the agents verify each extent (with verify): storage (the destination "
+            "hashes what it holds) or receipt (the digests of what its writes received, "
+            "where the target kept them; the others from storage); the whole destination "
+            "is hashed from storage at the end either way"
+        ),
+    )
     congestion: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9_]{1,15}$",
@@ -483,6 +492,7 @@ class TransferCreate(TransferBase):
                     "pacing": {"policy": "per-nic", "margin": 0.05},
                     "equalizer": True,
                     "verify": True,
+                    "verification": "storage",
                 }
             ]
         }

@@ -214,6 +214,9 @@ class Transfer(Base):
     congestion: Mapped[str | None] = mapped_column(String(16))
     equalizer: Mapped[bool]
     verify: Mapped[bool]
+    verification: Mapped[str] = mapped_column(
+        String(8), default="storage", server_default="storage"
+    )
     state: Mapped[str] = mapped_column(String(16), index=True)
     total_bytes: Mapped[int] = mapped_column(BigInteger)
     done_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

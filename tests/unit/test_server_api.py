@@ -241,6 +241,13 @@ def test_openapi_documents_every_route_with_a_summary(api: Api) -> None:
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
 
 
+def test_openapi_offers_the_verification_modes_on_transfers(api: Api) -> None:
+    schemas = ok(api.get("/openapi.json"), 200)["components"]["schemas"]
+    for name in ("TransferCreate", "TransferPublic"):
+        field = schemas[name]["properties"]["verification"]
+        assert (field["enum"], field["default"]) == (["storage", "receipt"], "storage"), name
+
+
 def body_of(name: str, *volumes: Json) -> Json:
     return {
         "name": name,

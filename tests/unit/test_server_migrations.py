@@ -79,3 +79,39 @@ def test_the_volume_identity_migration_goes_down_and_up_again() -> None:
     assert "device_id" not in _columns(engine, "agent_volumes")
     db.upgrade(engine)
     assert _differences(engine) == []
+
+
+def test_transfers_from_before_the_verification_mode_verify_from_storage() -> None:
+    engine = db.make_engine("sqlite://")
+    command.upgrade(db.alembic_config(engine), "0011")
+    with engine.begin() as conn:
+        for name in ("s", "d"):
+            conn.execute(
+                text(
+                    "INSERT INTO volume_sets (id, name, stripe_unit, created_at)"
+                    " VALUES (:n, :n, 1048576, '2026-11-01T00:00:00')"
+                ),
+                {"n": name},
+            )
+        conn.execute(
+            text(
+                "INSERT INTO transfers (id, source_set_id, dest_set_id, streams_per_pair,"
+                " pacing_policy, pacing_margin, equalizer, verify, state, total_bytes,"
+                " created_at, updated_at) VALUES ('t', 's', 'd', 8, 'per-nic', 0.05, 1, 1,"
+                " 'completed', 4096, '2026-11-01T00:00:00', '2026-11-01T00:00:00')"
+            )
+        )
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        mode = conn.execute(text("SELECT verification FROM transfers")).scalar_one()
+    assert mode == "storage"
+    assert _differences(engine) == []
+
+
+def test_the_verification_migration_goes_down_and_up_again() -> None:
+    engine = db.make_engine("sqlite://")
+    db.upgrade(engine)
+    command.downgrade(db.alembic_config(engine), "0011")
+    assert "verification" not in _columns(engine, "transfers")
+    db.upgrade(engine)
+    assert _differences(engine) == []

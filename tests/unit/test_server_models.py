@@ -89,6 +89,15 @@ def test_transfer_refuses_unknown_pacing_and_same_set() -> None:
         TransferCreate(source="a", destination="a")
 
 
+def test_transfer_verification_is_storage_unless_receipt_is_asked() -> None:
+    assert TransferCreate(source="a", destination="b").verification == "storage"
+    body = {"source": "a", "destination": "b", "verification": "receipt"}
+    assert TransferCreate.model_validate(body).verification == "receipt"
+    with pytest.raises(ValidationError) as info:
+        TransferCreate.model_validate({**body, "verification": "read-back"})
+    assert locs(info.value) == {("verification",)}
+
+
 def test_a_link_joins_two_different_agents() -> None:
     with pytest.raises(ValidationError, match="two different agents"):
         LinkCreate.model_validate(

@@ -231,6 +231,32 @@ def test_the_transfers_congestion_control_goes_to_every_copy(world: World) -> No
     assert bad.status_code == 422
 
 
+def test_a_receipt_transfer_is_stored_shown_and_asks_every_copy_for_receipts(
+    world: World,
+) -> None:
+    t = two_by_two(world, verification="receipt")
+    assert t["verification"] == "receipt"
+    assert world.get(t["id"])["verification"] == "receipt"
+    with world.sessions() as session:
+        assert session.get(Transfer, t["id"]).verification == "receipt"  # type: ignore[union-attr]
+    world.tick()
+    assert {c["verification"] for c in world.agents.copies.values()} == {"receipt"}
+
+
+def test_a_storage_transfer_leaves_the_agents_default_and_unknown_modes_are_422(
+    world: World,
+) -> None:
+    t = two_by_two(world)
+    assert t["verification"] == "storage"
+    world.tick()
+    assert all("verification" not in c for c in world.agents.copies.values())
+    bad = world.api.post(
+        "/transfers", json={"source": "a", "destination": "b", "verification": "read-back"}
+    )
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "verification"]
+
+
 def test_more_destination_members_stripe_each_source_member_in_deal_order(world: World) -> None:
     a = world.agent("a", files=2, size=32 * MiB)
     bs = [world.agent(f"b{i}", luns=1) for i in range(4)]
