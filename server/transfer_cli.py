@@ -64,6 +64,7 @@ BAR_WIDTH = 24
 RATE_WINDOW = 10.0  # seconds of samples the rate is computed over
 PLAIN_INTERVAL = 5.0  # off a terminal, a line at most this often unless something changed
 DASH = "-"
+VERIFICATIONS = ("storage", "receipt")  # TransferBase.verification
 
 
 # ---------------------------------------------------------------- arguments
@@ -146,9 +147,27 @@ def _register_start(actions: Sub, common: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--equalizer", action=argparse.BooleanOptionalAction, help="default: equalizer on"
     )
-    s.add_argument("--no-verify", action="store_true", help="do not read extents back")
+    _verify_options(s)
     s.add_argument("--watch", action="store_true", help="then watch it until it ends")
     _interval_option(s)
+
+
+def _verify_options(p: argparse.ArgumentParser) -> None:
+    """``--no-verify`` or ``--verify MODE``, not both (argparse refuses the pair)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="verify nothing: neither each extent nor the whole destination at the end",
+    )
+    g.add_argument(
+        "--verify",
+        choices=VERIFICATIONS,
+        dest="verification",
+        help="how each extent is verified: storage (the destination hashes what it holds; "
+        "default) or receipt (the digests of what its writes received, where it kept them); "
+        "the whole destination is hashed from storage at the end either way",
+    )
 
 
 def _interval_option(p: argparse.ArgumentParser) -> None:
@@ -229,9 +248,16 @@ def format_list(transfers: Sequence[TransferPublic]) -> list[str]:
     if not transfers:
         return ["no transfers"]
     rows = [
-        [t.id, t.state.value, percent(t), DASH, DASH, human_time(t.created_at)] for t in transfers
+        [t.id, t.state.value, percent(t), DASH, DASH, verify_mode(t), human_time(t.created_at)]
+        for t in transfers
     ]
-    return format_table(["ID", "STATE", "PROGRESS", "RATE", "ETA", "CREATED (UTC)"], rows)
+    headers = ["ID", "STATE", "PROGRESS", "RATE", "ETA", "VERIFY", "CREATED (UTC)"]
+    return format_table(headers, rows)
+
+
+def verify_mode(t: TransferPublic) -> str:
+    """How the transfer is verified: ``storage``, ``receipt`` or ``off``."""
+    return t.verification if t.verify else "off"
 
 
 def format_legs(t: TransferPublic, agents: dict[str, str], links: dict[str, str]) -> list[str]:
@@ -280,7 +306,7 @@ def format_status(
         f"  streams   {t.streams_per_pair} per server pair; paths "
         + (", ".join(links.get(p, p) for p in t.paths) or DASH),
         f"  pacing    {t.pacing.policy.value} (margin {t.pacing.margin:g}); equalizer "
-        f"{on[t.equalizer]}; verify {on[t.verify]}",
+        f"{on[t.equalizer]}; verify {on[t.verify]}" + (f" ({t.verification})" if t.verify else ""),
         f"  created   {human_time(t.created_at)} UTC, updated {human_time(t.updated_at)} UTC",
     ]
     if t.last_error:
@@ -480,6 +506,8 @@ def _transfer_body(
     if args.equalizer is not None:
         body["equalizer"] = args.equalizer
     body["verify"] = not args.no_verify
+    if args.verification is not None:
+        body["verification"] = args.verification
     try:
         return TransferCreate.model_validate(body)
     except ValidationError as exc:

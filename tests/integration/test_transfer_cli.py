@@ -162,8 +162,8 @@ def test_start_prints_the_id_and_one_leg_per_server_pair(api: str, sites: Json) 
     assert [leg.split()[-3:-1] for leg in legs] == [["4", "lfn0"], ["4", "lfn1"]]
 
 
-def test_list_shows_the_transfer_with_its_state(api: str, sites: Json) -> None:
-    transfer_id = start(api)
+def test_list_shows_the_transfer_with_its_state_and_verification(api: str, sites: Json) -> None:
+    transfer_id = start(api, "--verify", "receipt")
     rc, out, _ = cli(api, "list")
     assert rc == 0 and out.splitlines()[0].split()[:5] == [
         "ID",
@@ -173,7 +173,7 @@ def test_list_shows_the_transfer_with_its_state(api: str, sites: Json) -> None:
         "ETA",
     ]
     row = next(line.split() for line in out.splitlines() if line.startswith(transfer_id))
-    assert row[1] == api_state(api, transfer_id) and row[3:5] == ["-", "-"]
+    assert row[1] == api_state(api, transfer_id) and row[3:6] == ["-", "-", "receipt"]
 
 
 def test_status_shows_the_legs_and_the_events(api: str, sites: Json) -> None:

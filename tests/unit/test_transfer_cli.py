@@ -104,6 +104,31 @@ def test_start_leaves_unset_options_to_the_server() -> None:
     args = parse("start", "--from", "src", "--to", "dst")
     assert (args.streams, args.pacing, args.margin, args.equalizer) == (None, None, None, None)
     assert args.paths == [] and not args.no_verify and not args.watch
+    assert args.verification is None
+    assert "verification" not in tc._transfer_body(args, "a", "b", []).model_fields_set
+
+
+@pytest.mark.parametrize("mode", ["storage", "receipt"])
+def test_start_verify_names_the_mode_of_the_body(mode: str) -> None:
+    args = parse("start", "--from", "src", "--to", "dst", "--verify", mode)
+    body = tc._transfer_body(args, "a", "b", [])
+    assert (body.verify, body.verification) == (True, mode)
+
+
+def test_the_clis_modes_are_the_models() -> None:
+    from typing import get_args
+
+    from reservoir.server.models import TransferCreate
+
+    annotation = TransferCreate.model_fields["verification"].annotation
+    assert get_args(annotation) == tc.VERIFICATIONS
+
+
+def test_no_verify_and_verify_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse("start", "--from", "a", "--to", "b", "--no-verify", "--verify", "receipt")
+    assert exc.value.code == 2
+    assert "argument --verify: not allowed with argument --no-verify" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -138,6 +163,7 @@ def test_server_defaults_to_the_local_coordinator(monkeypatch: pytest.MonkeyPatc
         ["start", "--to", "dst"],
         ["start", "--from", "a", "--to", "b", "--pacing", "fast"],
         ["start", "--from", "a", "--to", "b", "--streams", "0"],
+        ["start", "--from", "a", "--to", "b", "--verify", "read-back"],
         ["status"],
         ["watch", TID, "--interval", "0"],
         ["frobnicate", TID],
@@ -178,8 +204,27 @@ def test_table_columns_are_aligned_without_trailing_blanks() -> None:
 
 def test_list_shows_progress_and_dashes_for_rate_and_eta() -> None:
     lines = tc.format_list([transfer("running", ("completed", "running"))])
-    assert lines[0].split() == ["ID", "STATE", "PROGRESS", "RATE", "ETA", "CREATED", "(UTC)"]
-    assert lines[1].split() == [TID, "running", "50%", "-", "-", "2026-11-21", "10:00:00"]
+    head = ["ID", "STATE", "PROGRESS", "RATE", "ETA", "VERIFY", "CREATED", "(UTC)"]
+    assert lines[0].split() == head
+    assert lines[1].split() == [
+        TID,
+        "running",
+        "50%",
+        "-",
+        "-",
+        "storage",
+        "2026-11-21",
+        "10:00:00",
+    ]
+
+
+def test_list_says_how_each_transfer_is_verified() -> None:
+    receipt = TransferPublic.model_validate({**transfer_json(), "verification": "receipt"})
+    unverified = TransferPublic.model_validate({**transfer_json(), "verify": False})
+    assert [ln.split()[5] for ln in tc.format_list([receipt, unverified])[1:]] == [
+        "receipt",
+        "off",
+    ]
 
 
 def test_list_of_nothing_says_so() -> None:
@@ -260,10 +305,17 @@ def test_status_shows_names_legs_and_events() -> None:
     )
     text = "\n".join(lines)
     assert lines[0] == f"transfer {TID}: paused"
-    assert "site-a -> site-b" in text and "equalizer on; verify on" in text
+    assert "site-a -> site-b" in text and "equalizer on; verify on (storage)" in text
     assert any(ln.split()[:3] == ["0", "a0:vol0", "b0:vol0"] and "lfn" in ln for ln in lines)
     assert any(ln.split()[:2] == ["1", "agent-a1:vol0"] for ln in lines)  # unknown: the id
     assert "queued -> paused  paused by a user" in text
+
+
+def test_status_says_how_the_transfer_is_verified() -> None:
+    t = TransferPublic.model_validate({**transfer_json(), "verification": "receipt"})
+    assert "verify on (receipt)" in "\n".join(tc.format_status(t, {}, {}, {}, []))
+    t = TransferPublic.model_validate({**transfer_json(), "verify": False})
+    assert "verify off" in "\n".join(tc.format_status(t, {}, {}, {}, []))
 
 
 # ---------------------------------------------------------------- the client's errors
