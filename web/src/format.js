@@ -102,3 +102,12 @@ export class RateMeter {
     return ((total - done) * 8) / this.bps;
   }
 }
+
+/**
+ * How a transfer is verified, as its settings line says it: "on (storage)",
+ * "on (receipt)" or "off" (a transfer from before the mode: storage).
+ * @param {{ verify: boolean, verification?: string }} t
+ */
+export function verification(t) {
+  return t.verify ? `on (${t.verification ?? 'storage'})` : 'off';
+}

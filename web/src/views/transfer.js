@@ -416,7 +416,7 @@ export function transferView(main, id) {
     const pathNames = (t.paths ?? []).map((/** @type {string} */ p) => links.get(p)?.name ?? fmt.shortId(p));
     fill(
       settings,
-      `${t.legs.length} leg(s) × ${t.streams_per_pair} streams · links: ${pathNames.join(', ') || 'none (agents\u2019 addresses)'} · pacing ${t.pacing?.policy ?? '?'} (margin ${((t.pacing?.margin ?? 0) * 100).toFixed(0)}%) · equalizer ${t.equalizer ? 'on' : 'off'} · verify ${t.verify ? 'on' : 'off'} · created ${fmt.when(t.created_at)}`,
+      `${t.legs.length} leg(s) × ${t.streams_per_pair} streams · links: ${pathNames.join(', ') || 'none (agents\u2019 addresses)'} · pacing ${t.pacing?.policy ?? '?'} (margin ${((t.pacing?.margin ?? 0) * 100).toFixed(0)}%) · equalizer ${t.equalizer ? 'on' : 'off'} · verify ${fmt.verification(t)} · created ${fmt.when(t.created_at)}`,
     );
     const act = (/** @type {string} */ verb, /** @type {string[]} */ from) =>
       from.includes(t.state)

@@ -7,7 +7,11 @@ import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 
 const REFRESH_MS = 1500;
-const FIELDS = ['source', 'destination', 'streams_per_pair', 'paths', 'pacing.policy', 'pacing.margin', 'equalizer', 'verify'];
+const VERIFICATIONS = [
+  ['storage', 'storage: the destination hashes what it holds'],
+  ['receipt', 'receipt: the destination\u2019s receipts of what its writes received'],
+];
+const FIELDS = ['source', 'destination', 'streams_per_pair', 'paths', 'pacing.policy', 'pacing.margin', 'equalizer', 'verify', 'verification'];
 
 /** @param {HTMLElement} main */
 export function transfersView(main) {
@@ -132,6 +136,7 @@ function transferForm(sets, links, agents, created) {
     field('pacing.margin', 'Pacing margin', h('input', { id: 'f-pacing.margin', name: 'pacing.margin', type: 'number', value: '0.05', step: '0.01' }), 'fraction of the share left unused, 0 to < 1'),
     field('equalizer', 'Equalizer', h('input', { id: 'f-equalizer', name: 'equalizer', type: 'checkbox', checked: true })),
     field('verify', 'Verify', h('input', { id: 'f-verify', name: 'verify', type: 'checkbox', checked: true })),
+    field('verification', 'Verification', h('select', { id: 'f-verification', name: 'verification' }, VERIFICATIONS.map(([v, text]) => h('option', { value: v }, text))), 'how each extent is checked; the whole destination is hashed from storage at the end either way'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'start-transfer' }, 'Start transfer'), errors.get('_form'), result),
   );
   form.addEventListener('submit', async (ev) => {
@@ -169,6 +174,7 @@ function formBody(form) {
     pacing: { policy: value('pacing.policy'), margin: number('pacing.margin') },
     equalizer: checked('equalizer'),
     verify: checked('verify'),
+    verification: value('verification'),
   };
 }
 
