@@ -7,6 +7,7 @@
     pacing = ["off", "per-nic"]        # default per-nic (the product's default)
     pacing_rate_mbit = [450]           # per NIC; default: the pacing plan's rates
     equalizer = [false, true]          # default true
+    verify = ["storage", "receipt"]    # default storage
     multilink = ["paths", "mptcp"]     # default paths
     cc = ["bbr", "cubic"]              # default bbr
     loss = [0, 1e-4]                   # default: the lab spec's own loss
@@ -23,7 +24,11 @@ the others are not multiplied, and are None in the scenario:
   installed). Its ``pacing``: ``per-nic`` paces the source's NICs with the same plan as
   reservoir's, ``per-socket`` gives each stream ``--fq-rate``.
 - reservoir copies ``size`` bytes disk to disk (verified): ``duration_s`` does not
-  apply.
+  apply. ``verify`` is how its agents verify each extent (the transfer's
+  ``verification``: storage or receipt); it applies to reservoir only. Scenario names
+  say it (``verify_receipt``) only when the matrix has another value than the default
+  storage alone, so the names of campaigns without the axis stay as they were; a
+  ``[quick]`` subset names it as its matrix does.
 - gridftp and xrdcp (the peers of design section 5) copy ``size`` bytes disk to disk
   like reservoir, ``streams`` being their parallelism (xrdcp takes at most 15: more
   are clamped, and the run says so). They have no equalizer, run over ``paths`` only
@@ -38,7 +43,7 @@ the others are not multiplied, and are None in the scenario:
 Each ``exclude`` entry removes the scenarios whose values equal all of the entry's
 (e.g. ``{ tool = "iperf3", streams = 64 }``); an entry that removes nothing is an error.
 The order is stable: loss first (a lab is built once per loss value), then tool,
-streams, pacing, rate, equalizer, multilink, cc, length, as listed in the file.
+streams, pacing, rate, equalizer, verify, multilink, cc, length, as listed in the file.
 """
 
 from __future__ import annotations
@@ -55,11 +60,13 @@ from reservoir.lab.campaign._scenario import (
     PACING,
     PEERS,
     TOOLS,
+    VERIFY,
     Event,
     Multilink,
     Pacing,
     Scenario,
     Tool,
+    Verify,
     scenario_name,
 )
 
@@ -78,12 +85,17 @@ def _multilink(w: str, v: Any, e: list[str]) -> Multilink | None:
     return cast("Multilink | None", check.choice(w, v, MULTILINK, e))
 
 
+def _verify(w: str, v: Any, e: list[str]) -> Verify | None:
+    return cast("Verify | None", check.choice(w, v, VERIFY, e))
+
+
 ITEMS: dict[str, Callable[[str, Any, list[str]], Any]] = {
     "tool": _tool,
     "streams": lambda w, v, e: check.integer(w, v, 1, MAX_STREAMS, e),
     "pacing": _pacing,
     "pacing_rate_mbit": lambda w, v, e: check.number(w, v, 0, 100_000, e, above=True),
     "equalizer": check.boolean,
+    "verify": _verify,
     "multilink": _multilink,
     "cc": lambda w, v, e: check.choice(w, v, CC, e),
     "loss": lambda w, v, e: check.number(w, v, 0, 0.5, e),
@@ -114,6 +126,7 @@ class Matrix:
     pacing_rate_mbit: tuple[float, ...] = ()
     """Empty: the pacing plan's rates (each path's capacity less the margin)."""
     equalizer: tuple[bool, ...] = (True,)
+    verify: tuple[Verify, ...] = ("storage",)
     multilink: tuple[Multilink, ...] = ("paths",)
     cc: tuple[str, ...] = ("bbr",)
     loss: tuple[float, ...] = ()
@@ -121,6 +134,14 @@ class Matrix:
     duration_s: tuple[float, ...] = ()
     size: tuple[int, ...] = ()
     exclude: tuple[dict[str, Any], ...] = ()
+    verify_named: bool = False
+    """Whether scenario names say the verification mode: set when ``verify`` is not the
+    default storage alone, and kept by ``replace`` (a quick subset of storage only
+    keeps the names of its matrix)."""
+
+    def __post_init__(self) -> None:
+        if self.verify != ("storage",):
+            object.__setattr__(self, "verify_named", True)
 
     def dimension(self, name: str) -> tuple[Any, ...]:
         return cast("tuple[Any, ...]", getattr(self, name))
@@ -138,16 +159,17 @@ class Matrix:
             for streams, pacing in itertools.product(self.streams, self.pacings(tool)):
                 rates = self.pacing_rate_mbit if pacing != "off" else ()
                 for rate, rest in itertools.product(rates or (None,), self._tool_dims(tool)):
-                    equalizer, multilink, cc, length = rest
+                    equalizer, verify, multilink, cc, length = rest
                     point = Scenario(
                         name="",
                         tool=tool, streams=streams, pacing=pacing, pacing_rate_mbit=rate,
                         equalizer=equalizer, multilink=multilink, cc=cc, loss=loss,
                         duration_s=float(length) if tool == "iperf3" else None,
                         size_bytes=int(length) if tool != "iperf3" else None,
-                        events=events,
+                        verify=verify, events=events,
                     )  # fmt: skip
-                    yield replace(point, name=scenario_name(point))
+                    name = scenario_name(point, verify=self.verify_named)
+                    yield replace(point, name=name)
 
     def pacings(self, tool: Tool) -> tuple[Pacing, ...]:
         """The pacing values of one tool: the peers cannot pace a socket."""
@@ -156,12 +178,12 @@ class Matrix:
         return self.pacing
 
     def _tool_dims(self, tool: Tool) -> Iterator[tuple[Any, ...]]:
-        """(equalizer, multilink, cc, length) of one tool."""
+        """(equalizer, verify, multilink, cc, length) of one tool."""
         if tool == "iperf3":
-            return itertools.product((None,), ("paths",), self.cc, self.duration_s)
+            return itertools.product((None,), (None,), ("paths",), self.cc, self.duration_s)
         if tool in PEERS:
-            return itertools.product((None,), ("paths",), self.cc, self.size)
-        return itertools.product(self.equalizer, self.multilink, self.cc, self.size)
+            return itertools.product((None,), (None,), ("paths",), self.cc, self.size)
+        return itertools.product(self.equalizer, self.verify, self.multilink, self.cc, self.size)
 
 
 def matches(exclude: dict[str, Any], scenario: Scenario) -> bool:
@@ -177,7 +199,9 @@ def parse_matrix(data: Any, errors: list[str]) -> Matrix | None:
     for key in ("tool", "streams"):
         if key not in t:
             errors.append(f"matrix.{key}: missing")
-    dims = {k: check.values(f"matrix.{k}", t[k], ITEMS[k], errors) for k in DIMENSIONS if k in t}
+    dims: dict[str, Any] = {
+        k: check.values(f"matrix.{k}", t[k], ITEMS[k], errors) for k in DIMENSIONS if k in t
+    }
     tools = dims.get("tool") or ()
     for key, users in LENGTHS.items():
         using = [tool for tool in users if tool in tools]

@@ -122,6 +122,8 @@ def _family_label(sc: Scenario, *, rate: bool = True) -> str:
         parts[-1] += f" {sc.pacing_rate_bps / div:g} {unit}"
     if sc.equalizer is not None:
         parts.append("eq " + ("on" if sc.equalizer else "off"))
+    if sc.verify == "receipt":  # storage: what every run before the mode did
+        parts.append("verify receipt")
     parts += [sc.multilink, sc.cc]
     if sc.loss:
         parts.append(f"loss {sc.loss * 100:g}%")
@@ -277,7 +279,7 @@ class _Report:
             sc = r.scenario
             # the pacing rate usually follows the streams (a share each): not a family trait
             key: tuple[object, ...] = (sc.tool, sc.pacing, sc.equalizer, sc.multilink, sc.cc)
-            key += (sc.loss,)
+            key += (sc.loss, sc.verify)
             families.setdefault(key, {}).setdefault(sc.streams, []).append(r.goodput_bps)
             labels.setdefault(key, sc)
         bottleneck = self.result.topology.bottleneck_bps

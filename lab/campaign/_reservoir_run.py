@@ -3,10 +3,10 @@
 The site's source volume (``size`` random bytes) goes to the zeroed LUN of the
 destination agent with ``streams`` streams over the campaign's paths (one server pair:
 ``streams_per_pair`` = streams), the scenario's pacing policy (a ``pacing_rate_mbit``
-becomes the plan's margin below the link's capacity) and equalizer. The run lasts from
-the POST to ``completed``; its figures come from the coordinator's per-stream
-telemetry and events, the per-link wire counters, the agents' CPU time and a hash of
-the LUN against the source.
+becomes the plan's margin below the link's capacity), equalizer and verification
+mode. The run lasts from the POST to ``completed``; its figures come from the
+coordinator's per-stream telemetry and events, the per-link wire counters, the
+agents' CPU time and a hash of the LUN against the source.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def transfer_body(site: Site, scenario: Scenario) -> Json:
         "streams_per_pair": scenario.streams,
         "pacing": {"policy": scenario.pacing, "margin": round(margin, 6)},
         "equalizer": bool(scenario.equalizer),
+        "verification": scenario.verify or "storage",
         "multilink": scenario.multilink,
         "congestion": scenario.cc,
     }

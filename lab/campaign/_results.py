@@ -59,6 +59,7 @@ Tool = Literal["iperf3", "reservoir", "gridftp", "xrdcp"]
 PEER_TOOLS: tuple[Tool, ...] = ("gridftp", "xrdcp")
 Pacing = Literal["off", "per-nic", "per-socket"]
 Multilink = Literal["paths", "mptcp"]
+Verify = Literal["storage", "receipt"]
 EventKind = Literal["link-down", "link-up", "cap", "path-failed", "path-recovered", "note"]
 
 
@@ -104,6 +105,10 @@ class _Obj:
     def opt_text(self, key: str) -> str | None:
         value = self.raw(key, optional=True)
         return None if value is None else self._str(key, value, None)
+
+    def opt_choice(self, key: str, choices: tuple[str, ...]) -> str | None:
+        value = self.raw(key, optional=True)
+        return None if value is None else self._str(key, value, choices)
 
     def _str(self, key: str, value: Any, choices: tuple[str, ...] | None) -> str:
         if not isinstance(value, str):
@@ -272,10 +277,11 @@ class Scenario:
     size_bytes: int | None = None
     duration_s: float | None = None
     loss: float | None = None
+    verify: Verify | None = None  # None: not applicable (not reservoir), or results before it
 
     KEYS = (
         "name", "tool", "streams", "pacing", "pacing_rate_bps", "equalizer", "multilink", "cc",
-        "size_bytes", "duration_s", "loss",
+        "size_bytes", "duration_s", "loss", "verify",
     )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
@@ -296,6 +302,7 @@ class Scenario:
             size_bytes=o.opt_integer("size_bytes"),
             duration_s=o.opt_num("duration_s"),
             loss=o.opt_num("loss", 0.0, 1.0),
+            verify=cast("Verify | None", o.opt_choice("verify", _names(Verify))),
         )
 
     @property

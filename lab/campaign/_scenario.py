@@ -11,6 +11,7 @@ from reservoir.lab.campaign._check import format_size
 Tool = Literal["iperf3", "reservoir", "gridftp", "xrdcp"]
 Pacing = Literal["off", "per-nic", "per-socket"]
 Multilink = Literal["paths", "mptcp"]
+Verify = Literal["storage", "receipt"]
 Action = Literal["link-down", "link-up", "loss"]
 
 TOOLS: tuple[Tool, ...] = ("iperf3", "reservoir", "gridftp", "xrdcp")
@@ -19,6 +20,8 @@ PEERS: tuple[Tool, ...] = ("gridftp", "xrdcp")
 disk to disk like reservoir, with ``streams`` as their parallelism."""
 PACING: tuple[Pacing, ...] = ("off", "per-nic", "per-socket")
 MULTILINK: tuple[Multilink, ...] = ("paths", "mptcp")
+VERIFY: tuple[Verify, ...] = ("storage", "receipt")
+"""How reservoir's agents verify each extent (a transfer's ``verification``)."""
 CC = ("bbr", "cubic", "reno")  # what this kernel has built in (design section 4)
 ACTIONS: tuple[Action, ...] = ("link-down", "link-up", "loss")
 
@@ -38,8 +41,8 @@ class Event:
 @dataclass(frozen=True)
 class Scenario:
     """One fully expanded point of the matrix. A field that does not apply to the tool
-    is None: ``equalizer`` and ``size_bytes`` for iperf3, ``equalizer`` for gridftp and
-    xrdcp, ``duration_s`` for reservoir, gridftp and xrdcp,
+    is None: ``equalizer``, ``verify`` and ``size_bytes`` for iperf3, ``equalizer`` and
+    ``verify`` for gridftp and xrdcp, ``duration_s`` for reservoir, gridftp and xrdcp,
     ``pacing_rate_mbit`` when pacing is off or the pacing plan's own rates are used;
     ``loss`` when the lab spec's own loss is kept."""
 
@@ -56,6 +59,9 @@ class Scenario:
     """Random loss set on every path link when the lab is built."""
     duration_s: float | None
     size_bytes: int | None
+    verify: Verify | None = None
+    """How reservoir's extents are verified (its copies hash the whole destination from
+    storage at the end either way)."""
     events: tuple[Event, ...] = ()
 
     @property
@@ -67,14 +73,18 @@ class Scenario:
         return self.size_bytes if dimension == "size" else getattr(self, dimension)
 
 
-def scenario_name(s: Scenario) -> str:
+def scenario_name(s: Scenario, *, verify: bool = False) -> str:
     """``reservoir-s16-pacing_per-nic-eq_on-paths-bbr-2GiB``: every dimension that
     applies to the tool, in a fixed order; the pacing rate and the loss only when given;
-    the length last (``30s`` for a duration, ``2GiB`` for a size)."""
+    ``verify_receipt`` (or ``verify_storage``) only with ``verify`` (the matrix names
+    the mode: see ``Matrix.verify_named``); the length last (``30s`` for a duration,
+    ``2GiB`` for a size)."""
     rate = "" if s.pacing_rate_mbit is None else f"_{s.pacing_rate_mbit:g}m"
     parts = [s.tool, f"s{s.streams}", f"pacing_{s.pacing}{rate}"]
     if s.equalizer is not None:
         parts.append("eq_on" if s.equalizer else "eq_off")
+    if verify and s.verify is not None:
+        parts.append(f"verify_{s.verify}")
     parts += [s.multilink, s.cc]
     if s.loss is not None:
         parts.append(f"loss_{format_loss(s.loss)}")

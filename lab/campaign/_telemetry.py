@@ -48,6 +48,7 @@ def scenario_record(s: Scenario) -> results.Scenario:
         size_bytes=s.size_bytes,
         duration_s=s.duration_s,
         loss=s.loss,
+        verify=s.verify,
     )
 
 

@@ -165,7 +165,7 @@ def test_the_start_form_shows_the_apis_error_under_the_campaign(
     page = signed_in
     before = lab.call("GET", "/campaigns").json()
     page.goto(f"{lab.base}/#/campaigns")
-    expect(page.locator("#f-campaign option[value='loopback']")).to_contain_text("28 scenarios")
+    expect(page.locator("#f-campaign option[value='loopback']")).to_contain_text("35 scenarios")
     page.select_option("#f-campaign", "loopback")
     page.check("#f-quick")
     expect(page.locator("#campaign-about")).to_contain_text("12 scenarios \u00d7 1")

@@ -219,6 +219,19 @@ def test_report_compares_reservoir_with_the_best_peer_and_shows_the_peers_notes(
     assert "gridftp" in (tmp_path / "cpu.svg").read_text()
 
 
+def test_the_goodput_plot_draws_each_verification_mode_as_its_own_family(
+    tmp_path: Path,
+) -> None:
+    args = ("reservoir", 8, "off", None, False, "paths", "bbr", 1 << 30)
+    storage = Scenario("res-8-storage", *args, verify="storage")  # type: ignore[arg-type]
+    receipt = Scenario("res-8-receipt", *args, verify="receipt")  # type: ignore[arg-type]
+    runs = [make_run(storage, 0, goodput=700e6), make_run(receipt, 0, goodput=800e6)]
+    write_report(make_campaign(runs=runs), tmp_path)
+    goodput = (tmp_path / "goodput-vs-streams.svg").read_text()
+    assert "pacing off · eq off · verify receipt" in goodput  # cut short after
+    assert "pacing off · eq off · paths · bbr" in goodput
+
+
 def test_text_is_escaped(tmp_path: Path) -> None:
     evil = "<script>alert('x')</script>"
     out = tmp_path / "r"

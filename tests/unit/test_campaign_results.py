@@ -87,7 +87,9 @@ def campaign(runs: list[Run], kind: str = "lab", bottleneck: float | None = 1e9)
 
 
 def full_campaign() -> CampaignRun:
-    res = scenario("res-4", pacing="per-nic", pacing_rate_bps=480e6, size_bytes=1 << 30)
+    res = scenario(
+        "res-4", pacing="per-nic", pacing_rate_bps=480e6, size_bytes=1 << 30, verify="receipt"
+    )
     ipf = scenario("iperf3-4", tool="iperf3", pacing="per-nic", duration_s=10.0)
     failed = run(
         res,
@@ -146,7 +148,7 @@ def test_json_keys_match_the_schema() -> None:
     }  # fmt: skip
     assert set(r["scenario"]) == {
         "name", "tool", "streams", "pacing", "pacing_rate_bps", "equalizer", "multilink", "cc",
-        "size_bytes", "duration_s", "loss",
+        "size_bytes", "duration_s", "loss", "verify",
     }  # fmt: skip
     assert set(r["streams"][0]) == {"id", "path", "mss_bytes", "samples"}
     assert set(r["streams"][0]["samples"][0]) == {
@@ -177,6 +179,14 @@ def test_optional_fields_may_be_left_out() -> None:
     del data["runs"][3]["scenario"]["loss"]
     loaded = CampaignRun.from_json(data)
     assert loaded.runs[0].failover is None
+
+
+def test_results_from_before_the_verification_mode_load_without_it() -> None:
+    data = full_campaign().to_json()
+    assert data["runs"][0]["scenario"]["verify"] == "receipt"
+    for r in data["runs"]:
+        del r["scenario"]["verify"]
+    assert {r.scenario.verify for r in CampaignRun.from_json(data).runs} == {None}
 
 
 # ------------------------------------------------------------------ validation
@@ -222,6 +232,7 @@ DELETE = object()
         ("runs[1].scenario.pacing", "on", "runs[1].scenario.pacing: 'on' is not one of"),
         ("runs[1].scenario.multilink", "bond", "runs[1].scenario.multilink: 'bond'"),
         ("runs[1].scenario.equalizer", "yes", "runs[1].scenario.equalizer: expected true"),
+        ("runs[1].scenario.verify", "hash", "runs[1].scenario.verify: 'hash' is not one of"),
         ("runs[1].scenario.name", DELETE, "runs[1].scenario.name: missing"),
         ("runs[1].scenario.cc", "bbr", "runs[1].scenario: differs from runs[0].scenario"),
         ("runs[1].bytes", -1, "runs[1].bytes: must be >= 0"),

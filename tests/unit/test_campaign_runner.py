@@ -159,6 +159,12 @@ def test_the_transfer_asks_for_the_scenarios_streams_pacing_and_equalizer() -> N
     assert body["paths"] == ["x"] and body["verify"] is True
 
 
+def test_the_transfer_asks_for_the_scenarios_verification_mode() -> None:
+    receipt = scenario("reservoir", verify="receipt")
+    assert transfer_body(site(place(500e6)), receipt)["verification"] == "receipt"
+    assert transfer_body(site(place(500e6)), scenario("reservoir"))["verification"] == "storage"
+
+
 def test_a_pacing_rate_becomes_the_plans_margin_below_the_slowest_link() -> None:
     sc = scenario("reservoir", pacing="per-nic", pacing_rate_mbit=400)
     body = transfer_body(site(place(500e6, 800e6)), sc)

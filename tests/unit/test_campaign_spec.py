@@ -94,7 +94,7 @@ SHIPPED = {p.stem: p for p in campaign.shipped()}
 
 # name: (scenarios, of which iperf3, quick scenarios)
 COUNTS = {
-    "loopback": (28, 7, 12),
+    "loopback": (35, 7, 12),
     "lfn-2x500m-100ms": (40, 8, 4),
     "lfn-1g-200ms": (12, 3, 4),
     "sc2003-scaled": (30, 6, 2),
@@ -217,6 +217,14 @@ def test_loopback_campaign_has_no_lab() -> None:
     assert {s.streams for s in c.scenarios()} == {1, 2, 4, 8, 16, 32, 64}
 
 
+def test_loopback_campaign_compares_the_verification_modes_and_quick_verifies_storage() -> None:
+    c = load(SHIPPED["loopback"])
+    modes = [(s.streams, s.verify) for s in c.scenarios() if s.tool == "reservoir"]
+    assert sorted(modes) == sorted((n, v) for n in (1, 2, 4, 8, 16, 32, 64)
+                                   for v in ("storage", "receipt"))  # fmt: skip
+    assert {s.verify for s in c.quick() if s.tool == "reservoir"} == {"storage"}
+
+
 # ------------------------------------------------------------------ expansion rules
 
 
@@ -285,6 +293,43 @@ def test_names_are_stable_when_other_values_are_added_or_reordered() -> None:
     )
     after = {s.name for s in parse(more).scenarios()}
     assert before < after
+
+
+def test_verify_multiplies_reservoir_only_and_is_storage_by_default() -> None:
+    data = changed(matrix={"verify": ["storage", "receipt"]})
+    scenarios = parse(data).scenarios()
+    reservoir = [s for s in scenarios if s.tool == "reservoir"]
+    assert len(reservoir) == 2 * len([s for s in parse(GOOD).scenarios() if s.tool == "reservoir"])
+    assert {s.verify for s in reservoir} == {"storage", "receipt"}
+    assert {s.verify for s in scenarios if s.tool == "iperf3"} == {None}
+    assert {s.verify for s in parse(GOOD).scenarios() if s.tool == "reservoir"} == {"storage"}
+
+
+def test_verify_is_named_only_when_the_matrix_has_another_value_than_storage() -> None:
+    assert not [s for s in parse(GOOD).scenarios() if "verify" in s.name]
+    both = by_name(parse(changed(matrix={"verify": ["storage", "receipt"]})).scenarios())
+    assert "reservoir-s4-pacing_off-eq_off-verify_receipt-mptcp-bbr-4GiB" in both
+    assert "reservoir-s4-pacing_off-eq_off-verify_storage-mptcp-bbr-4GiB" in both
+    assert "iperf3-s4-pacing_off-paths-bbr-30s" in both
+    alone = parse(changed(matrix={"verify": "receipt"})).scenarios()
+    assert all("verify_receipt" in s.name for s in alone if s.tool == "reservoir")
+
+
+def test_a_quick_subset_of_storage_keeps_the_names_of_its_matrix() -> None:
+    data = changed(matrix={"verify": ["storage", "receipt"]}, quick={"verify": "storage"})
+    c = parse(data)
+    reservoir = [s for s in c.quick() if s.tool == "reservoir"]
+    assert reservoir and all(s.name.count("-verify_storage-") == 1 for s in reservoir)
+    assert set(c.quick()) <= set(c.scenarios())
+
+
+def test_exclude_by_verify_removes_those_copies() -> None:
+    exclude = [{"verify": "receipt", "streams": 4}]
+    data = changed(matrix={"verify": ["storage", "receipt"], "exclude": exclude})
+    reservoir = [s for s in parse(data).scenarios() if s.tool == "reservoir"]
+    assert {(s.streams, s.verify) for s in reservoir} == {
+        (4, "storage"), (16, "storage"), (16, "receipt"),
+    }  # fmt: skip
 
 
 def test_loss_appears_in_the_name_and_orders_the_expansion() -> None:
@@ -446,6 +491,10 @@ def test_peer_runs_are_estimated_like_copies_with_a_shorter_setup() -> None:
          "baseline: needs both iperf3 and reservoir in matrix.tool"),
         (changed(matrix={"exclude": [{"tool": "iperf3", "streams": 4}]}),
          "baseline: reservoir-s4-pacing_off-eq_off-paths-bbr-4GiB (and 7 more) has no iperf3"),
+        (changed(matrix={"verify": ["storage", "read-back"]}),
+         "matrix.verify[1]: must be one of storage, receipt, got 'read-back'"),
+        (changed(quick={"verify": "receipt"}),
+         "quick.verify: 'receipt' is not in matrix.verify ('storage')"),
         (changed(quick={"streams": [8]}), "quick.streams[0]: 8 is not in matrix.streams (4, 16)"),
         (changed(quick={"loss": 0}), "quick.loss: 0.0 is not in matrix.loss (not given)"),
         (changed(quick={"repetitions": 0}), "quick.repetitions: must be an integer between 1"),

@@ -465,7 +465,7 @@ def test_the_shipped_campaigns_are_listed_with_estimates(settings: Settings) -> 
         available = {a["name"]: a for a in ok(c.get("/campaigns/available"))}
     loopback = available["loopback"]
     assert loopback["file"] == "config/campaigns/loopback.toml" and loopback["error"] is None
-    assert loopback["scenarios"] == 28 and loopback["quick_scenarios"] == 12
+    assert loopback["scenarios"] == 35 and loopback["quick_scenarios"] == 12
     assert loopback["estimate_s"] > loopback["quick_estimate_s"] > 0
     assert {"failover", "lfn-1g-200ms", "lfn-2x500m-100ms", "lossy", "sc2003-scaled"} <= set(
         available
