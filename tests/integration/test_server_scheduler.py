@@ -11,6 +11,7 @@ a few seconds: long enough to act on it mid-transfer.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -148,8 +149,9 @@ class Site:
             {"name": "b", "control_url": url.format(self.b.port), "nics": lo, "volumes": luns},
         )
 
-    def register(self, c: httpx.Client) -> Json:
-        """Both agents, their sets (same stripe unit), a link; a transfer of 2 legs."""
+    def register(self, c: httpx.Client, **transfer: Any) -> Json:
+        """Both agents, their sets (same stripe unit), a link; a transfer of 2 legs
+        (``transfer``: more fields of its request)."""
         a, b = (ok(c.post("/agents", json=body)) for body in self.agent_bodies())
         sets = [
             ok(
@@ -188,6 +190,7 @@ class Site:
                     "paths": [link["id"]],
                     "pacing": {"policy": "off"},
                     "verify": True,
+                    **transfer,
                 },
             )
         )
@@ -234,12 +237,20 @@ def site(tmp_path: Path) -> Site:
 
 def test_a_transfer_of_two_legs_copies_every_member_byte_for_byte(site: Site) -> None:
     with agent(site.a), agent(site.b), coordinator(site.db, site.port) as c:
-        t = site.register(c)
+        t = site.register(c, verification="receipt")
         done = wait(c, t["id"], completed)
     site.assert_copied()
     assert done["done_bytes"] == done["total_bytes"] == 2 * MEMBER
+    assert done["verification"] == "receipt"
     assert all(leg["summary"]["verified"] for leg in done["legs"])
     assert len({leg["copy_id"] for leg in done["legs"]}) == 2
+    for leg in done["legs"]:  # the builtin target kept a receipt of every extent's writes
+        summary = leg["summary"]
+        assert summary["mode"] == "receipt"
+        checked = re.match(r"(\d+) of (\d+) extents checked by the destination's receipts",
+                           summary["verification"])  # fmt: skip
+        assert checked is not None, summary["verification"]
+        assert checked[1] == checked[2] != "0", summary["verification"]
 
 
 def test_pause_then_resume_mid_transfer_completes_from_the_checkpoints(site: Site) -> None:
