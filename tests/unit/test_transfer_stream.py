@@ -8,6 +8,7 @@ import os
 import pytest
 
 from reservoir.agent.initiator import ConnectionLostError
+from reservoir.agent.scsi import receipt_digest
 from reservoir.agent.transfer import Extent, Queues, ServerPair, make_plan, root_hash
 from reservoir.agent.transfer._stream import (
     Dispatcher,
@@ -16,6 +17,7 @@ from reservoir.agent.transfer._stream import (
     StreamWorker,
     VerifyError,
     digest,
+    digests,
 )
 
 BLOCK = 512
@@ -405,3 +407,10 @@ def test_a_receipt_of_other_data_is_a_mismatch_and_the_extent_is_resent() -> Non
     source, dest, stats, _, done = asyncio.run(run([0.0], 2, sinks=[sink], settings=RECEIPTS))
     assert dest == source and len(done) == 2
     assert stats[0].retries == 1 and stats[0].by_receipt == 2
+
+
+def test_the_one_pass_digests_are_the_extent_digest_and_the_receipt_digest() -> None:
+    data = bytearray(os.urandom(5 * EXTENT // 2))
+    whole, receipt = digests(data, EXTENT // 4, receipt=True)
+    assert whole == digest(data) and receipt == receipt_digest(data, EXTENT // 4)
+    assert digests(data, EXTENT // 4, receipt=False) == (digest(data), None)
