@@ -9,7 +9,10 @@
  * touches memory owned by Python objects and O_DIRECT alignment always holds for
  * the buffer address.  Data is copied into the slot buffer when a write is
  * prepared and out of it (into a new bytes object or the caller's buffer) when a
- * read is reaped.
+ * read is reaped.  write_in_place skips the copy: the kernel reads the caller's
+ * buffer itself (its address aligned as the descriptor needs), which the slot holds
+ * (a buffer export, so it can be neither freed nor resized) until the completion
+ * is reaped.
  *
  * Conventions: helpers return 0 or -errno and name the failing syscall; only the
  * methods exposed to Python raise, as OSError(errno, "<strerror> (originated from
@@ -31,13 +34,15 @@
 
 #define MAX_ENTRIES 4096u
 #define MAX_BUFSIZE (16u << 20)
+#define MAX_IN_PLACE (1u << 30) /* largest write_in_place */
 #define REAP_BATCH 64u
 
 enum { OP_NONE, OP_READ, OP_WRITE, OP_OTHER };
 
 typedef struct {
     PyObject *user; /* completion token handed back by reap(); NULL when free */
-    Py_buffer dest; /* read destination given by the caller; dest.obj NULL if none */
+    Py_buffer held; /* the caller's buffer: a read's destination or an in-place
+                       write's source; held.obj NULL if none */
     int op;
 } Slot;
 
@@ -223,8 +228,8 @@ release_slot(RingObject *self, unsigned idx)
 {
     Slot *s = &self->slots[idx];
 
-    if (s->dest.obj != NULL)
-        PyBuffer_Release(&s->dest);
+    if (s->held.obj != NULL)
+        PyBuffer_Release(&s->held);
     Py_CLEAR(s->user);
     s->op = OP_NONE;
     self->free_slots[self->nfree++] = idx;
@@ -240,8 +245,8 @@ read_result(RingObject *self, unsigned idx, int *res)
 
     if (s->op != OP_READ || *res <= 0)
         Py_RETURN_NONE;
-    if (s->dest.obj != NULL) {
-        memcpy(s->dest.buf, slot_buf(self, idx), (size_t)*res);
+    if (s->held.obj != NULL) {
+        memcpy(s->held.buf, slot_buf(self, idx), (size_t)*res);
         Py_RETURN_NONE;
     }
     data = PyBytes_FromStringAndSize(slot_buf(self, idx), *res);
@@ -469,7 +474,7 @@ Ring_read(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
                                  (int)idx);
     else
         io_uring_prep_read(sqe, fd, slot_buf(self, idx), (unsigned)length, offset);
-    self->slots[idx].dest = dest; /* ownership moves to the slot */
+    self->slots[idx].held = dest; /* ownership moves to the slot */
     fill_slot(self, sqe, idx, OP_READ, args[3]);
     Py_RETURN_NONE;
 }
@@ -500,6 +505,49 @@ Ring_write(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyBuffer_Release(&data);
     fill_slot(self, sqe, idx, OP_WRITE, args[3]);
     Py_RETURN_NONE;
+}
+
+/* Queues a write straight from the caller's buffer and returns True, or returns
+ * False (nothing queued) when the buffer's address is not a multiple of align (the
+ * caller then writes through a slot buffer, as O_DIRECT needs aligned memory). */
+static PyObject *
+Ring_write_in_place(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned long long offset;
+    Py_buffer data;
+    Py_ssize_t align;
+    unsigned idx;
+    int fd;
+
+    if (check_nargs(nargs, 5, 5, "write_in_place") < 0 || parse_fd_offset(args, &fd, &offset) < 0)
+        return NULL;
+    align = PyLong_AsSsize_t(args[4]);
+    if (align == -1 && PyErr_Occurred())
+        return NULL;
+    if (align < 1 || (align & (align - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "align must be a power of two");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if ((uintptr_t)data.buf & (uintptr_t)(align - 1)) {
+        PyBuffer_Release(&data);
+        Py_RETURN_FALSE;
+    }
+    if ((size_t)data.len > MAX_IN_PLACE) {
+        PyBuffer_Release(&data);
+        PyErr_Format(PyExc_ValueError, "write_in_place: length must be 0..%u", MAX_IN_PLACE);
+        return NULL;
+    }
+    if (claim(self, &idx, &sqe) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    io_uring_prep_write(sqe, fd, data.buf, (unsigned)data.len, offset);
+    self->slots[idx].held = data; /* released when the completion is reaped */
+    fill_slot(self, sqe, idx, OP_WRITE, args[3]);
+    Py_RETURN_TRUE;
 }
 
 static PyObject *
@@ -675,6 +723,9 @@ static PyMethodDef Ring_methods[] = {
      "read(fd, offset, length, user, dest=None): queue a read of length <= bufsize."},
     {"write", (PyCFunction)(void (*)(void))Ring_write, METH_FASTCALL,
      "write(fd, offset, data, user): copy data to a slot buffer and queue a write."},
+    {"write_in_place", (PyCFunction)(void (*)(void))Ring_write_in_place, METH_FASTCALL,
+     "write_in_place(fd, offset, data, user, align): queue a write from data itself (held "
+     "until reaped); False, nothing queued, if data's address is not a multiple of align."},
     {"fsync", (PyCFunction)(void (*)(void))Ring_fsync, METH_FASTCALL,
      "fsync(fd, user, datasync=True): queue an fsync/fdatasync."},
     {"fallocate", (PyCFunction)(void (*)(void))Ring_fallocate, METH_FASTCALL,

@@ -1,12 +1,15 @@
 """The "io_uring" backend: requests on a liburing ring, completions on the event loop.
 
-Flow: a request becomes one or more operations of at most ``bufsize`` bytes
+Flow: a read becomes one or more operations of at most ``bufsize`` bytes
 (128 KiB), each using one ring slot and that slot's registered buffer
-(READ_FIXED/WRITE_FIXED).  Operations prepared during one event-loop iteration
-are submitted together by a single io_uring_enter scheduled with call_soon
-("batch"); completions the kernel finished inline are reaped right after it, the
-others when the ring's eventfd (watched with loop.add_reader) becomes readable.
-At most ``depth`` operations are in flight; more wait in a FIFO backlog.
+(READ_FIXED); a write becomes operations of at most WRITE_PART bytes that the
+kernel reads from the caller's buffer itself (no copy), through slot buffers
+(WRITE_FIXED) only where O_DIRECT needs aligned memory and the caller's is not.
+Operations prepared during one event-loop iteration are submitted together by a
+single io_uring_enter scheduled with call_soon ("batch"); completions the kernel
+finished inline are reaped right after it, the others when the ring's eventfd
+(watched with loop.add_reader) becomes readable.  At most ``depth`` operations
+are in flight; more wait in a FIFO backlog.
 
 O_DIRECT: an operation whose offset and length are multiples of the volume's
 direct alignment (the larger of the page size and the device's logical block
@@ -34,6 +37,7 @@ from . import _sys, _uring
 from ._base import Engine, Handle
 
 BUF_SIZE = 128 * 1024
+WRITE_PART = 1 << 20  # the largest write operation (written in place)
 _RETRY_SUBMIT = (errno.EAGAIN, errno.EBUSY, errno.EINTR)
 
 
@@ -228,7 +232,12 @@ class _WriteOp(_PartOp):
         self.src = src
 
     def prep(self, ring: _uring.Ring[_Op]) -> None:
-        ring.write(self.fd(), self.offset, self.src, self)
+        fd = self.fd()
+        if ring.write_in_place(fd, self.offset, self.src, self, self.mask + 1 or 1):
+            return
+        # Unaligned memory for O_DIRECT: through a slot buffer, at most bufsize of it
+        # now (the rest follows as after a short write).
+        ring.write(fd, self.offset, self.src[: ring.bufsize], self)
 
     def consumed(self, done: int) -> None:
         self.src = self.src[done:]
@@ -398,8 +407,8 @@ class UringEngine(Engine):
         h.acquire()
         return _Req(loop.create_future(), h, parts)
 
-    def _parts(self, offset: int, buf: memoryview) -> list[tuple[int, memoryview]]:
-        size = self._bufsize
+    def _parts(self, offset: int, buf: memoryview, size: int = 0) -> list[tuple[int, memoryview]]:
+        size = size or self._bufsize
         return [(offset + pos, buf[pos : pos + size]) for pos in range(0, len(buf), size)]
 
     def _read(self, h: Handle, offset: int, length: int) -> Awaitable[bytes]:
@@ -423,7 +432,7 @@ class UringEngine(Engine):
         return req.fut
 
     def _write(self, h: Handle, offset: int, data: memoryview) -> Awaitable[None]:
-        parts = self._parts(offset, data)
+        parts = self._parts(offset, data, WRITE_PART)
         req = self._new_req(h, len(parts))
         for off, src in parts:
             self._submit(_WriteOp(req, off, src))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from . import _sys
@@ -43,6 +44,20 @@ def _cached_reader() -> Callable[[int, int, int], bytes | None]:
 
 
 _pread_cached = _cached_reader()
+
+
+async def _until_done(request: Awaitable[None]) -> None:
+    """Awaits an engine request that uses the caller's buffer.  A cancellation is held
+    back until the request is done: the kernel (or a worker thread) may read or fill
+    the buffer until then, and the caller reuses it once this returns or raises."""
+    fut = asyncio.ensure_future(request)
+    try:
+        await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        while not fut.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait((fut,))
+        raise
 
 
 def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
@@ -224,18 +239,19 @@ class Volume:
         if got == len(view):
             return
         try:
-            await self._engine._readinto(self._h, offset + got, view[got:])
+            await _until_done(self._engine._readinto(self._h, offset + got, view[got:]))
         except OSError as exc:
             raise self._error("read", exc) from exc
 
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
-        """Writes all of ``data`` at ``offset``."""
+        """Writes all of ``data`` at ``offset``; ``data`` must not change until this
+        returns or raises (a cancelled write returns once storage is done with it)."""
         view = _byte_view(data)
         self._check("write", offset, len(view), write=True)
         if not len(view):
             return
         try:
-            await self._engine._write(self._h, offset, view)
+            await _until_done(self._engine._write(self._h, offset, view))
         except OSError as exc:
             raise self._error("write", exc) from exc
         if self.writeback and not self.direct:

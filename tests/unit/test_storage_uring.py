@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import mmap
 import os
 import random
 import select
@@ -108,6 +109,34 @@ def test_ring_read_write(data_file: tuple[int, bytes]) -> None:
     ]
     ring.read(fd, 0, 5, "again")
     assert ring.close() == [("again", 5, b"hello")]
+
+
+def test_ring_write_in_place_writes_from_the_buffer_it_holds_until_reaped(
+    data_file: tuple[int, bytes],
+) -> None:
+    fd, _ = data_file
+    ring: _uring.Ring[str] = _uring.Ring(4, 4096)
+    data = bytearray(b"in place" * 1024)  # longer than a slot buffer: no copy into one
+    assert ring.write_in_place(fd, 100, data, "w", 1)
+    with pytest.raises(BufferError):
+        data.append(0)  # held by the ring: cannot be resized (or freed) under the kernel
+    assert wait_all(ring, 1) == [("w", len(data), None)]
+    data.append(0)  # reaped: let go
+    assert os.pread(fd, 8192, 100) == b"in place" * 1024
+    ring.close()
+
+
+def test_ring_write_in_place_refuses_memory_not_aligned_as_asked(
+    data_file: tuple[int, bytes],
+) -> None:
+    fd, _ = data_file
+    ring: _uring.Ring[str] = _uring.Ring(4, 4096)
+    unaligned = memoryview(mmap.mmap(-1, 8192))[1:4097]
+    assert not ring.write_in_place(fd, 0, unaligned, "w", 4096)
+    assert ring.inflight == 0
+    with pytest.raises(ValueError, match="power of two"):
+        ring.write_in_place(fd, 0, unaligned, "w", 3)
+    ring.close()
 
 
 def test_ring_errors_are_completions(data_file: tuple[int, bytes]) -> None:
@@ -259,6 +288,52 @@ def test_direct_einval_falls_back_to_buffered(tmp_path: Path) -> None:
             assert vol.direct
             await vol.write(5, b"abc")
             assert await vol.read(4, 5) == content[4:5] + b"abc" + content[8:9]
+        finally:
+            vol.close()
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_direct_writes_from_unaligned_memory_go_through_slot_buffers(tmp_path: Path) -> None:
+    path = tmp_path / "vol.img"
+    path.write_bytes(bytes(2 * MiB))
+    content = random.Random(5).randbytes(MiB + 1)
+
+    async def main() -> None:
+        engine = UringEngine(8)
+        vol = await open_volume(str(path), engine=engine)
+        try:
+            if not vol.direct:
+                pytest.skip("the filesystem of the temporary directory refuses O_DIRECT")
+            await vol.write(4096, memoryview(content)[1:])  # aligned range, odd address
+            assert await vol.read(4096, MiB) == content[1:]
+        finally:
+            vol.close()
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_write_returns_only_once_storage_is_done_with_its_data(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "vol.img"
+    path.write_bytes(bytes(4 * MiB))
+
+    async def main() -> None:
+        engine = UringEngine(2)  # a backlog: most of the write waits for the ring
+        vol = await open_volume(str(path), engine=engine, direct=False)
+        data = bytearray(b"w" * (4 * MiB))
+        try:
+            write = asyncio.ensure_future(vol.write(0, data))
+            await asyncio.sleep(0)
+            write.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await write
+            assert engine._inflight == 0 and not engine._backlog
+            data[:] = bytes(len(data))  # the caller reuses its buffer: nothing is written
+            assert await vol.read(0, 4 * MiB) == b"w" * (4 * MiB)
         finally:
             vol.close()
             engine.close()
