@@ -34,11 +34,12 @@ from reservoir.agent.iscsi.pdu import (
 
 STAGE = 64 << 10  # bytes read at once while PDUs are small
 DIRECT_MIN = 8 << 10  # a data segment this long or longer is read into its own buffer
-# Opcodes whose data goes on as the PDU's own buffer (a bytearray: write data);
-# any other PDU read into a buffer of its own is handed on as bytes.
+# Opcodes whose data goes on as the PDU's own buffer (write data: a memoryview of a
+# page-aligned buffer of the pool); any other PDU read into a buffer of its own is
+# handed on as bytes.
 _BULK = frozenset({Opcode.DATA_OUT, Opcode.SCSI_COMMAND})
 
-Frame = tuple[bytes, bytes, bytes | bytearray]
+Frame = tuple[bytes, bytes, bytes | memoryview]
 
 
 class Receiver:
@@ -60,7 +61,7 @@ class Receiver:
         self._view = memoryview(self._stage)
         self._start = 0  # first byte of the stage not yet returned as a PDU
         self._end = 0  # one past the last byte read into the stage
-        self._body: bytearray | None = None  # the large data segment being read
+        self._body: memoryview | None = None  # the large data segment being read
         self._body_view = memoryview(b"")
         self._filled = 0
         self._head: tuple[bytes, bytes, int] = (b"", b"", 0)  # (bhs, ahs, data_len)
@@ -118,6 +119,12 @@ class Receiver:
             return 0
         head, body, _ = self._lengths()
         return max(0, head + body - avail)
+
+    def release(self) -> None:
+        """The connection is gone: the write data segment under way goes back to the pool."""
+        if self._body is not None:
+            self.pool.give(self._body)
+            self._body, self._body_view, self._filled = None, memoryview(b""), 0
 
     # ------------------------------------------------------------ the reader's side
 
@@ -177,11 +184,12 @@ class Receiver:
 
     def _begin_body(self, head: int, body: int, data_len: int) -> None:
         bhs, ahs = self._header(head)
-        buf = self.pool.take(body) if bhs[0] & 0x3F in _BULK else bytearray(body)
+        bulk = bhs[0] & 0x3F in _BULK
+        buf = self.pool.take(body) if bulk else memoryview(bytearray(body))
         have = self._end - self._start - head
         buf[:have] = self._view[self._start + head : self._end]
         self._start = self._end = 0
-        self._body, self._body_view, self._filled = buf, memoryview(buf), have
+        self._body, self._body_view, self._filled = buf, buf, have
         self._head, self._head_len = (bhs, ahs, data_len), head
 
     def _finish_body(self) -> Frame:
@@ -194,16 +202,14 @@ class Receiver:
         if self.data_digest:
             pad_end = padded(data_len)
             if view[pad_end:] != digest(view[:pad_end]):
-                if bulk:
-                    self.pool.give(buf)
+                self.pool.give(buf)  # not the pool's (not bulk): nothing happens
                 raise PduError("data digest error", RejectReason.DATA_DIGEST_ERROR, bhs)
         if len(buf) == data_len and bulk:
             return bhs, ahs, buf  # the usual write data: no padding, no digest
-        # The transport may still hold a view of the buffer (it cannot be shrunk): the
-        # rare padded or digested bulk segment, and any other PDU, are handed on as bytes.
+        # The rare padded or digested bulk segment (a part of a buffer could not be
+        # given back whole), and any other PDU, are handed on as bytes.
         data = bytes(view[:data_len])
-        if bulk:
-            self.pool.give(buf)
+        self.pool.give(buf)
         return bhs, ahs, data
 
     def _compact(self) -> None:

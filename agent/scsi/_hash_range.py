@@ -75,7 +75,7 @@ async def _digest(st: LuState, lba: int, blocks: int) -> bytes:
     step = max(1, CHUNK_BYTES // bs)
     chunks = [(first, min(step, lba + blocks - first)) for first in range(lba, lba + blocks, step)]
     bufs = [_take(step * bs) for _ in range(min(2, len(chunks)))]
-    views = [memoryview(b) for b in bufs]
+    views = bufs
     digest = xxhash.xxh3_128()
     reads: list[asyncio.Task[None]] = []
     try:
@@ -104,10 +104,10 @@ _KEEP: Final = 32
 _chunks = BufferPool(limit=_KEEP * CHUNK_BYTES)
 
 
-def _take(size: int) -> bytearray:
+def _take(size: int) -> memoryview:
     return _chunks.take(size)
 
 
-def _give(bufs: list[bytearray]) -> None:
+def _give(bufs: list[memoryview]) -> None:
     for buf in bufs:
         _chunks.give(buf)

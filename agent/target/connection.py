@@ -137,6 +137,7 @@ class Connection(asyncio.BufferedProtocol):
         for task in list(self.tasks.values()):
             task.abort()
         self.tasks.clear()
+        self.rx.release()
         if self.session is not None:
             self.server.connection_gone(self)
         log.debug("connection %s closed (%s)", self.peer, exc or "normally")

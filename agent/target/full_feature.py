@@ -64,6 +64,7 @@ def deliver(conn: Connection, pdu: P.Pdu) -> None:
 def _reject(conn: Connection, pdu: P.Pdu, reason: int, why: str) -> None:
     log.warning("%s: rejected %s (ITT %#x): %s", conn.peer, type(pdu).__name__, pdu.itt, why)
     conn.send_reject(reason, pdu.encode_header())
+    conn.server.buffers.give(pdu.data)  # refused write data: its buffer goes back
 
 
 # ---------------------------------------------------------------- SCSI commands
@@ -156,14 +157,14 @@ async def _run(conn: Connection, task: ScsiTask, waits: list[asyncio.Future[None
             task_attr=task.cmd.attr,
         )
         result = await session.luns.execute(task.lun, command)
-        if isinstance(task.buffer, bytearray):
-            conn.server.buffers.give(task.buffer)  # the write is done with it
+        task.release_buffer()  # the write is done with it
         if not task.aborted:
             _send_result(conn, task, result)
             await conn.drain()
     except asyncio.CancelledError:
         log.info("%s: task ITT %#x aborted", conn.peer, task.itt)
     finally:
+        task.release_buffer()  # storage holds no buffer past a cancellation
         _forget(conn, session, task)
 
 
@@ -186,8 +187,7 @@ def _data_out(conn: Connection, pdu: P.DataOut) -> None:
         _reject(conn, pdu, P.RejectReason.PROTOCOL_ERROR, str(exc))
         _fail_task(conn, task, exc.ascq)
     finally:
-        if isinstance(pdu.data, bytearray):
-            conn.server.buffers.give(pdu.data)  # copied into the task's buffer, or refused
+        conn.server.buffers.give(pdu.data)  # copied into the task's buffer, or refused
 
 
 def _fail_task(conn: Connection, task: ScsiTask, ascq: int) -> None:

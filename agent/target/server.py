@@ -108,7 +108,8 @@ class TargetServer:
                 max_pending_logins_per_address, config.max_pending_logins_per_address
             ),
         )
-        self.buffers = BufferPool()  # write data buffers, reused across connections
+        # Write data buffers, reused across connections; the bound follows the sessions.
+        self.buffers = BufferPool(limit=0)
         self.directory = Directory(self)
         self.portals = [Portal(h, p) for h, p in config.portals]
         self.sessions: dict[int, Session] = {}
@@ -242,7 +243,24 @@ class TargetServer:
             queue_depth=self.queue_depth,
         )
         self.sessions[tsih] = session
+        self._bound_buffers()
         return session
+
+    def _bound_buffers(self) -> None:
+        """Keep for reuse as many write buffers as the sessions may have in flight: each
+        session's CmdSN window (``queue_depth`` commands) of MaxBurstLength each."""
+        normal = [s for s in self.sessions.values() if not s.is_discovery]
+        limit = sum(s.queue_depth * s.params.max_burst_length for s in normal)
+        if limit != self.buffers.limit:
+            self.buffers.set_limit(limit)
+            log.info(
+                "write buffers: up to %d MiB kept for reuse (%d sessions x %d commands x "
+                "MaxBurstLength); %d MiB kept now",
+                limit >> 20,
+                len(normal),
+                self.queue_depth,
+                self.buffers.held >> 20,
+            )
 
     def _new_tsih(self) -> int:
         while True:
@@ -265,6 +283,7 @@ class TargetServer:
             return
         session.closed = True
         self.sessions.pop(session.tsih, None)
+        self._bound_buffers()
         if session.luns is not None and session.nexus is not None:
             session.luns.nexus_lost(session.nexus)
         for conn in list(session.connections.values()):

@@ -56,7 +56,7 @@ class ScsiTask:
     conn: Connection
     cmd: P.ScsiCommand
     lun: int
-    buffer: bytearray | bytes | memoryview = b""  # the immediate data itself when it is all
+    buffer: bytes | memoryview = b""  # the immediate data itself when it is all
     received: int = 0
     r2tsn: int = 0
     runner: Runner | None = None
@@ -79,11 +79,13 @@ class ScsiTask:
         """Place the command's immediate data and open the unsolicited burst."""
         data = self.cmd.data
         if len(data) == self.expected_out:
-            self.buffer = data  # all of it came with the command: no copy
+            self.buffer = memoryview(data)  # all of it came with the command: no copy
         else:
             # Reused or fresh: every byte of it is written by the Data-Out to come.
             self.buffer = self.conn.server.buffers.take(self.expected_out)
             self.buffer[: len(data)] = data
+            self.conn.server.buffers.give(data)  # copied: the PDU's own buffer is free
+            self.cmd.data = b""
         self.received = len(data)
         if unsolicited_end > len(data):
             self._sequences[P.RESERVED_TAG] = _Sequence(P.RESERVED_TAG, len(data), unsolicited_end)
@@ -97,6 +99,8 @@ class ScsiTask:
         ]
 
     def on_data_out(self, pdu: P.DataOut) -> None:
+        if self.aborted:
+            return  # a straggler: the buffer may be back in the pool
         seq = self._sequences.get(pdu.ttt)
         if seq is None:
             raise DataOutError(
@@ -110,7 +114,7 @@ class ScsiTask:
             )
         if pdu.datasn != seq.datasn:
             raise DataOutError(f"Data-Out DataSN {pdu.datasn}, expected {seq.datasn}")
-        assert isinstance(self.buffer, bytearray)  # more data was expected than came first
+        assert isinstance(self.buffer, memoryview)  # more data was expected than came first
         self.buffer[pdu.offset : pdu.offset + length] = pdu.data
         seq.next += length
         seq.datasn += 1
@@ -155,6 +159,15 @@ class ScsiTask:
     # ------------------------------------------------------------ lifecycle
 
     def abort(self) -> None:
+        """Cancel the task; its buffer goes back to the pool now if nothing runs it,
+        else when its coroutine ends (storage is done with the buffer by then)."""
         self.aborted = True
         if self.runner is not None and not self.runner.done():
             self.runner.cancel()
+        else:
+            self.release_buffer()
+
+    def release_buffer(self) -> None:
+        """Give the write data buffer back to the pool (once; nothing if not the pool's)."""
+        buffer, self.buffer = self.buffer, b""
+        self.conn.server.buffers.give(buffer)

@@ -56,7 +56,7 @@ def test_large_write_data_is_read_into_the_buffer_the_pdu_keeps() -> None:
     rx.received(len(wire) - 4096)
     frame = rx.next()
     assert frame is not None
-    assert frame[2] is body and isinstance(body, bytearray)
+    assert isinstance(frame[2], memoryview) and frame[2].obj is body
     assert bytes(frame[2]) == b"\xab" * (256 << 10)
 
 
@@ -140,7 +140,7 @@ def test_a_write_buffer_given_back_is_the_one_the_next_large_write_arrives_in() 
     pool = BufferPool()
     rx = Receiver(pool=pool)
     (first,) = _deliver(rx, P.encode_bytes(_data_out(1, 1 << 20, 1)), 1 << 20)
-    assert isinstance(first[2], bytearray)
+    assert isinstance(first[2], memoryview)
     pool.give(first[2])
     assert pool.held == 1 << 20
     (second,) = _deliver(rx, P.encode_bytes(_data_out(2, 1 << 20, 2)), 1 << 20)
@@ -150,8 +150,8 @@ def test_a_write_buffer_given_back_is_the_one_the_next_large_write_arrives_in() 
 
 def test_the_pool_keeps_no_more_than_its_limit() -> None:
     pool = BufferPool(limit=3 << 20)
-    for _ in range(5):
-        pool.give(bytearray(1 << 20))
+    for buf in [pool.take(1 << 20) for _ in range(5)]:
+        pool.give(buf)
     assert pool.held == 3 << 20
     kept = {id(pool.take(1 << 20)) for _ in range(3)}
     assert len(kept) == 3 and pool.held == 0
@@ -164,3 +164,14 @@ def test_a_padded_write_segment_is_copied_out_and_its_buffer_kept_for_reuse() ->
     (frame,) = _deliver(rx, P.encode_bytes(_data_out(1, (64 << 10) + 1, 7)), 1 << 20)
     assert type(frame[2]) is bytes and len(frame[2]) == (64 << 10) + 1
     assert pool.held == (64 << 10) + 4
+
+
+def test_the_write_segment_under_way_goes_back_to_the_pool_when_released() -> None:
+    """The connection is gone half way through a large Data-Out."""
+    pool = BufferPool()
+    rx = Receiver(pool=pool)
+    wire = P.encode_bytes(_data_out(1, 1 << 20, 3))
+    assert rx.feed(wire[:100_000]) == []
+    assert pool.lent == 1 << 20
+    rx.release()
+    assert pool.lent == 0 and pool.held == 1 << 20

@@ -1,0 +1,59 @@
+"""BufferPool: page-aligned buffers, given back once, kept up to a bound that moves."""
+
+from __future__ import annotations
+
+import ctypes
+
+from reservoir.agent.buffers import BufferPool, aligned_buffer
+
+
+def _address(buf: memoryview) -> int:
+    return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+
+def test_buffers_are_page_aligned_for_o_direct() -> None:
+    pool = BufferPool()
+    assert all(_address(pool.take(size)) % 4096 == 0 for size in (512, 4096, 1 << 20))
+
+
+def test_a_buffer_given_back_twice_is_kept_once() -> None:
+    pool = BufferPool()
+    buf = pool.take(1 << 20)
+    pool.give(buf)
+    pool.give(buf)
+    assert pool.held == 1 << 20
+    assert pool.take(1 << 20) is buf and pool.take(1 << 20) is not buf
+
+
+def test_buffers_the_pool_did_not_lend_are_not_kept() -> None:
+    pool = BufferPool()
+    pool.give(bytearray(1 << 20))
+    pool.give(aligned_buffer(1 << 20))
+    pool.give(b"x" * 4096)
+    assert pool.held == 0
+
+
+def test_a_part_of_a_buffer_is_not_kept() -> None:
+    pool = BufferPool()
+    buf = pool.take(1 << 20)
+    pool.give(buf[:4096])
+    assert pool.held == 0 and pool.lent == 1 << 20
+
+
+def test_lent_counts_the_buffers_out_until_they_come_back() -> None:
+    pool = BufferPool()
+    bufs = [pool.take(1 << 20) for _ in range(3)]
+    assert pool.lent == 3 << 20 and pool.misses == 3
+    for buf in bufs:
+        pool.give(buf)
+    assert pool.lent == 0 and pool.held == 3 << 20
+
+
+def test_a_lower_bound_lets_kept_buffers_go() -> None:
+    pool = BufferPool(limit=4 << 20)
+    for buf in [pool.take(1 << 20) for _ in range(4)]:
+        pool.give(buf)
+    pool.set_limit(1 << 20)
+    assert pool.held == 1 << 20
+    pool.give(pool.take(1 << 20))
+    assert pool.held == 1 << 20
