@@ -12,7 +12,7 @@ from ._luns import decode_lun, encode_lun
 from ._receipts import receipt_digest
 from ._sense import SenseKey, build_sense, decode_sense, sense_information
 from ._state import derive_naa
-from ._types import Backend, Nexus, ScsiCommand, ScsiResult, Status
+from ._types import Backend, Hasher, Nexus, ScsiCommand, ScsiResult, Status
 
 __all__ = [
     "ALG_RECEIPT",
@@ -20,6 +20,7 @@ __all__ = [
     "HASH_RANGE_OPCODE",
     "MAX_HASH_BYTES",
     "Backend",
+    "Hasher",
     "LogicalUnit",
     "LunTable",
     "Nexus",

@@ -20,7 +20,7 @@ from ._sense import (
     write_protected,
 )
 from ._state import LuState
-from ._types import ScsiCommand, ScsiResult, Status
+from ._types import Hasher, ScsiCommand, ScsiResult, Status
 
 _GOOD = Status.GOOD
 _PROTECT = 0xE0  # RDPROTECT / WRPROTECT / VRPROTECT / ORPROTECT: no protection information
@@ -44,10 +44,11 @@ async def read_blocks(st: LuState, lba: int, blocks: int) -> bytes:
         raise io_error(exc, UNRECOVERED_READ_ERROR, lba) from exc
 
 
-async def read_blocks_into(st: LuState, lba: int, buf: memoryview) -> None:
-    """Fills ``buf`` (whole blocks) from ``lba``."""
+async def hash_blocks(st: LuState, lba: int, blocks: int, hasher: Hasher) -> None:
+    """Feeds ``blocks`` blocks from ``lba``, read back from storage, to ``hasher``."""
+    bs = st.block_size
     try:
-        await st.backend.readinto(lba * st.block_size, buf)
+        await st.backend.hash_range(lba * bs, blocks * bs, hasher)
     except OSError as exc:
         raise io_error(exc, UNRECOVERED_READ_ERROR, lba) from exc
 

@@ -17,9 +17,10 @@ CDB (16 bytes, all multi-byte fields big endian)::
 A range past the capacity is LOGICAL BLOCK ADDRESS OUT OF RANGE and an I/O error
 MEDIUM ERROR / UNRECOVERED READ ERROR, as for READ. Algorithm 01h: Data-In is 16 bytes: the
 XXH3-128 digest (canonical, big endian form) of the blocks as currently stored,
-unwritten (thin) ranges reading as zeros. The data is read and hashed 1 MiB at a
-time, into two buffers in turn: the next read is under way while a chunk is
-hashed. For reservations it is a read: allowed wherever READ is.
+unwritten (thin) ranges reading as zeros. The backend reads the range back from
+storage (O_DIRECT where the volume allows it: what is hashed is what the disk holds,
+not the page cache) and hashes it in a worker thread, off the event loop. For
+reservations it is a read: allowed wherever READ is.
 
 Algorithm 02h reads nothing: when the range is tiled, in order, by the receipts of the
 WRITE commands that last wrote it (see _receipts), Data-In is the XXH3-128 over their
@@ -30,16 +31,13 @@ Data-In (GOOD, with the whole length as residual), and the initiator asks for 01
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from typing import Final
 
 import xxhash
 
-from reservoir.agent.buffers import BufferPool
-
 from ._cdb import HASH_RANGE
-from ._disk import read_blocks_into
+from ._disk import hash_blocks
 from ._sense import invalid_field_in_cdb
 from ._state import LuState
 from ._types import ScsiCommand, ScsiResult, Status
@@ -49,7 +47,6 @@ ALG_XXH3_128: Final = 0x01
 ALG_RECEIPT: Final = 0x02
 DIGEST_LENGTH: Final = 16
 MAX_HASH_BYTES: Final = 64 << 20
-CHUNK_BYTES: Final = 1 << 20
 
 # (ALGORITHM, LOGICAL BLOCK ADDRESS, NUMBER OF LOGICAL BLOCKS, reserved byte 14).
 _LAYOUT: Final = struct.Struct(">xBQIBx")
@@ -71,43 +68,7 @@ async def hash_range(st: LuState, cmd: ScsiCommand) -> ScsiResult:
 
 
 async def _digest(st: LuState, lba: int, blocks: int) -> bytes:
-    bs = st.block_size
-    step = max(1, CHUNK_BYTES // bs)
-    chunks = [(first, min(step, lba + blocks - first)) for first in range(lba, lba + blocks, step)]
-    bufs = [_take(step * bs) for _ in range(min(2, len(chunks)))]
-    views = bufs
     digest = xxhash.xxh3_128()
-    reads: list[asyncio.Task[None]] = []
-    try:
-        for i, (first, count) in enumerate(chunks):
-            if not reads:
-                reads.append(_read(st, first, views[i % 2][: count * bs]))
-            if i + 1 < len(chunks):
-                after, n = chunks[i + 1]
-                reads.append(_read(st, after, views[(i + 1) % 2][: n * bs]))
-            await reads.pop(0)
-            digest.update(views[i % 2][: count * bs])
-    finally:
-        for read in reads:  # an error or a cancellation: the buffers are not reused
-            read.cancel()
-    _give(bufs)
+    if blocks:
+        await hash_blocks(st, lba, blocks, digest)
     return digest.digest()
-
-
-def _read(st: LuState, lba: int, buf: memoryview) -> asyncio.Task[None]:
-    return asyncio.ensure_future(read_blocks_into(st, lba, buf))
-
-
-# Chunk buffers for reuse: a fresh megabyte costs its page faults, and every stream of a
-# copy verifies each extent it writes. At most _KEEP chunks are kept.
-_KEEP: Final = 32
-_chunks = BufferPool(limit=_KEEP * CHUNK_BYTES)
-
-
-def _take(size: int) -> memoryview:
-    return _chunks.take(size)
-
-
-def _give(bufs: list[memoryview]) -> None:
-    for buf in bufs:
-        _chunks.give(buf)

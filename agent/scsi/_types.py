@@ -65,6 +65,12 @@ class ScsiResult:
     sense: bytes = b""
 
 
+class Hasher(Protocol):
+    """What a range is hashed into (an xxhash or hashlib object)."""
+
+    def update(self, data: memoryview, /) -> None: ...
+
+
 class Backend(Protocol):
     """The storage a logical unit is built on (implemented by reservoir.agent.storage).
 
@@ -89,6 +95,9 @@ class Backend(Protocol):
     async def read(self, offset: int, length: int) -> bytes: ...
 
     async def readinto(self, offset: int, buf: memoryview) -> None: ...
+
+    async def hash_range(self, offset: int, length: int, hasher: Hasher) -> None:
+        """Feeds the bytes as stored (holes as zeros) to ``hasher``, off the event loop."""
 
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None: ...
 

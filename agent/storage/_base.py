@@ -11,6 +11,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, TypeVarTuple
 
+from . import _read_back
+from ._read_back import Hasher
+
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
@@ -26,6 +29,8 @@ class Handle:
     descriptor number is never reused under a request still queued for it.
     ``dfd`` is the O_DIRECT descriptor (-1 for none): requests whose offset and
     length are multiples of ``dmask + 1`` use it; the others use the buffered ``fd``.
+    ``rfd`` is a read-only O_DIRECT descriptor for reading back what storage holds
+    (verification), opened whether or not the volume's I/O is direct (-1 for none).
 
     acquire/release are for the event loop's thread and take no lock (they are
     on the path of every io_uring request); acquire_shared/release_shared may be
@@ -44,11 +49,13 @@ class Handle:
         "dfd",
         "dmask",
         "fd",
+        "rfd",
     )
 
-    def __init__(self, fd: int, dfd: int, align: int):
+    def __init__(self, fd: int, dfd: int, align: int, rfd: int = -1):
         self.fd = fd
         self.dfd = dfd
+        self.rfd = rfd
         self.dmask = align - 1
         self._dfd_open = dfd
         self._users = 0  # requests of the loop thread
@@ -105,11 +112,26 @@ class Handle:
             if self._users or self._shared or self._fds_closed:
                 return
             self._fds_closed = True
-            fds = (self.fd, self._dfd_open)
-            self.fd = self.dfd = self._dfd_open = -1
+            fds = (self.fd, self._dfd_open, self.rfd)
+            self.fd = self.dfd = self._dfd_open = self.rfd = -1
         for fd in fds:
             if fd >= 0:
                 os.close(fd)
+
+
+def _holding(
+    h: Handle, executor: ThreadPoolExecutor, fn: Callable[[*Ts], T], *args: *Ts
+) -> Awaitable[T]:
+    """fn(*args) in a thread of ``executor``, the handle held from now until it is done."""
+    loop = asyncio.get_running_loop()
+    h.acquire_shared()
+    try:
+        job = executor.submit(fn, *args)
+    except BaseException:
+        h.release_shared()
+        raise
+    job.add_done_callback(lambda _: h.release_shared())
+    return asyncio.wrap_future(job, loop=loop)
 
 
 class Engine:
@@ -129,6 +151,7 @@ class Engine:
         self.depth = depth
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
+        self._read_back: ThreadPoolExecutor | None = None
 
     @property
     def closed(self) -> bool:
@@ -147,8 +170,9 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
+        for executor in (self._executor, self._read_back):
+            if executor is not None:
+                executor.shutdown(wait=False)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -174,15 +198,17 @@ class Engine:
         with the descriptor open, and let go even if the job is cancelled.
         """
         self._check_open()
-        loop = asyncio.get_running_loop()
-        h.acquire_shared()
-        try:
-            job = self._blocking_executor().submit(fn, h.fd, *args)
-        except BaseException:
-            h.release_shared()
-            raise
-        job.add_done_callback(lambda _: h.release_shared())
-        return asyncio.wrap_future(job, loop=loop)
+        return _holding(h, self._blocking_executor(), fn, h.fd, *args)
+
+    def _hash_range(self, h: Handle, offset: int, length: int, hasher: Hasher) -> Awaitable[None]:
+        """Feeds the range, read back from storage, to ``hasher`` in a worker thread of
+        its own pool (see :mod:`._read_back`), holding the handle until it is done."""
+        self._check_open()
+        if self._read_back is None:
+            self._read_back = ThreadPoolExecutor(
+                max_workers=_read_back.WORKERS, thread_name_prefix="storage-read-back"
+            )
+        return _holding(h, self._read_back, _read_back.hash_range, h, offset, length, hasher)
 
     def _read(self, h: Handle, offset: int, length: int) -> Awaitable[bytes]:
         raise NotImplementedError

@@ -14,6 +14,7 @@ from . import _sys
 from ._base import Engine, Handle
 from ._engine import default_engine
 from ._errors import StorageError, from_os_error, storage_error
+from ._read_back import Hasher
 
 ZERO_CHUNK = 1 << 20
 WRITEBACK_EVERY = 32 << 20  # bytes written between two writeback starts
@@ -92,7 +93,7 @@ class Volume:
         self.kind = opened.kind
         self.thin = opened.thin
         self._engine = engine
-        self._h = Handle(opened.fd, opened.dfd, opened.align)
+        self._h = Handle(opened.fd, opened.dfd, opened.align, opened.rfd)
         self._nowait = hasattr(os, "RWF_NOWAIT")
         self._nowait_skip = 0  # reads left before the page cache is tried again
         self._nowait_backoff = 1
@@ -243,6 +244,18 @@ class Volume:
         except OSError as exc:
             raise self._error("read", exc) from exc
 
+    async def hash_range(self, offset: int, length: int, hasher: Hasher) -> None:
+        """Feeds ``length`` bytes at ``offset``, as storage holds them (holes read as
+        zeros), to ``hasher.update`` in order, read back with O_DIRECT where the volume
+        allows it, in a worker thread (see :mod:`._read_back`)."""
+        self._check("read", offset, length)
+        if not length:
+            return
+        try:
+            await self._engine._hash_range(self._h, offset, length, hasher)
+        except OSError as exc:
+            raise self._error("read", exc) from exc
+
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Writes all of ``data`` at ``offset``; ``data`` must not change until this
         returns or raises (a cancelled write returns once storage is done with it)."""
@@ -357,7 +370,7 @@ def _close_opened(fut: asyncio.Future[_sys.OpenedFiles]) -> None:
     if fut.cancelled() or fut.exception() is not None:
         return
     opened = fut.result()
-    Handle(opened.fd, opened.dfd, 1).close()
+    Handle(opened.fd, opened.dfd, 1, opened.rfd).close()
 
 
 def _quiet(done: asyncio.Future[None]) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reservoir.agent.scsi import (
+    Hasher,
     LogicalUnit,
     LunTable,
     Nexus,
@@ -71,6 +72,10 @@ class MemoryBackend:
     async def readinto(self, offset: int, buf: memoryview) -> None:
         self._maybe_fail("read")
         buf[:] = self.data[offset : offset + len(buf)]
+
+    async def hash_range(self, offset: int, length: int, hasher: Hasher) -> None:
+        self._maybe_fail("read")
+        hasher.update(memoryview(self.data)[offset : offset + length])
 
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         self._maybe_fail("write")

@@ -1,0 +1,82 @@
+"""Reading a range back from storage in a worker thread, to hash it (verification).
+
+The range is read with O_DIRECT where the volume allows it (the kernel first writes
+back dirty cached pages of the range, so what is read is what storage holds, and the
+page cache is neither copied nor filled), buffered otherwise (tmpfs, a direct read
+refused with EINVAL, an unaligned short read).  Each worker thread reads into its own
+page-aligned buffer, reused for every range, and feeds it to the hasher: the event
+loop hands over one range and gets one answer, and neither the reads nor the hashing
+(a hasher that releases the GIL, as xxhash does for large buffers) hold it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from typing import TYPE_CHECKING, Protocol
+
+from reservoir.agent.buffers import aligned_buffer
+
+if TYPE_CHECKING:
+    from ._base import Handle
+
+CHUNK = 1 << 20  # bytes read (and hashed) at once
+WORKERS = 2  # ranges read back at once
+
+
+class Hasher(Protocol):
+    def update(self, data: memoryview, /) -> None: ...
+
+
+_local = threading.local()
+
+
+def _chunk_buffer() -> memoryview:
+    """This worker thread's buffer."""
+    buf: memoryview | None = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = aligned_buffer(CHUNK)
+    return buf
+
+
+class _Reader:
+    """Reads of one range: direct while that works, buffered from then on."""
+
+    def __init__(self, h: Handle) -> None:
+        self.h = h
+        self.fd, self.mask = (h.rfd, h.dmask) if h.rfd >= 0 else (h.fd, 0)
+
+    def start(self, offset: int) -> int:
+        """Where reading for ``offset`` starts (aligned down for O_DIRECT)."""
+        return offset & ~self.mask
+
+    def read(self, buf: memoryview, pos: int) -> int:
+        """Bytes read into ``buf`` at ``pos`` (fewer only at the end of the volume)."""
+        if pos & self.mask:
+            self._buffered()  # after an unaligned short direct read
+        try:
+            return os.preadv(self.fd, [buf], pos)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or not self.mask:
+                raise
+        self._buffered()
+        return os.preadv(self.fd, [buf], pos)
+
+    def _buffered(self) -> None:
+        self.fd, self.mask = self.h.fd, 0
+
+
+def hash_range(h: Handle, offset: int, length: int, hasher: Hasher) -> None:
+    """Feeds [offset, offset + length) of the volume to ``hasher`` in order."""
+    buf = _chunk_buffer()
+    reader = _Reader(h)
+    end = offset + length
+    pos = reader.start(offset)
+    while pos < end:
+        want = min(len(buf), -(-end // (reader.mask + 1)) * (reader.mask + 1) - pos)
+        got = reader.read(buf[:want], pos)
+        if got <= offset - pos or got == 0:
+            raise OSError(errno.EIO, "unexpected end of file")
+        hasher.update(buf[max(offset - pos, 0) : min(got, end - pos)])
+        pos += got
