@@ -202,14 +202,14 @@ class Receiver:
         if self.data_digest:
             pad_end = padded(data_len)
             if view[pad_end:] != digest(view[:pad_end]):
-                self.pool.give(buf)  # not the pool's (not bulk): nothing happens
+                self.pool.give(buf)  # write data's goes back (any other is not the pool's)
                 raise PduError("data digest error", RejectReason.DATA_DIGEST_ERROR, bhs)
         if len(buf) == data_len and bulk:
             return bhs, ahs, buf  # the usual write data: no padding, no digest
         # The rare padded or digested bulk segment (a part of a buffer could not be
         # given back whole), and any other PDU, are handed on as bytes.
         data = bytes(view[:data_len])
-        self.pool.give(buf)
+        self.pool.give(buf)  # as above
         return bhs, ahs, data
 
     def _compact(self) -> None:
