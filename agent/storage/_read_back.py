@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._base import Handle
 
 CHUNK = 1 << 20  # bytes read (and hashed) at once
-WORKERS = 2  # ranges read back at once
+WORKERS = 8  # ranges read back at once: about as many as a copy verifies at once
 
 
 class Hasher(Protocol):
