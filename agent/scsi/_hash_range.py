@@ -17,9 +17,9 @@ CDB (16 bytes, all multi-byte fields big endian)::
 A range past the capacity is LOGICAL BLOCK ADDRESS OUT OF RANGE and an I/O error
 MEDIUM ERROR / UNRECOVERED READ ERROR, as for READ. Algorithm 01h: Data-In is 16 bytes: the
 XXH3-128 digest (canonical, big endian form) of the blocks as currently stored,
-unwritten (thin) ranges reading as zeros. The backend reads the range back from
-storage (O_DIRECT where the volume allows it: what is hashed is what the disk holds,
-not the page cache) and hashes it in a worker thread, off the event loop. For
+unwritten (thin) ranges reading as zeros. The backend reads the range back (with
+O_DIRECT where the LU's I/O is direct: what the disk holds; through the page cache
+where the LU's writes go) and hashes it in a worker thread, off the event loop. For
 reservations it is a read: allowed wherever READ is.
 
 Algorithm 02h reads nothing: when the range is tiled, in order, by the receipts of the

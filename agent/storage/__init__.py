@@ -11,8 +11,8 @@ forces the fallback.
     data = await volume.read(0, 4096)
 
 Writes through io_uring go from the caller's buffer (page aligned for O_DIRECT) with
-no copy; ``Volume.hash_range`` reads a range back from storage (O_DIRECT where the
-volume allows it) and hashes it in a worker thread, off the event loop.
+no copy; ``Volume.hash_range`` reads a range back (O_DIRECT where the volume's I/O
+is) and hashes it in a worker thread, off the event loop.
 """
 
 from ._base import Engine

@@ -29,8 +29,6 @@ class Handle:
     descriptor number is never reused under a request still queued for it.
     ``dfd`` is the O_DIRECT descriptor (-1 for none): requests whose offset and
     length are multiples of ``dmask + 1`` use it; the others use the buffered ``fd``.
-    ``rfd`` is a read-only O_DIRECT descriptor for reading back what storage holds
-    (verification), opened whether or not the volume's I/O is direct (-1 for none).
 
     acquire/release are for the event loop's thread and take no lock (they are
     on the path of every io_uring request); acquire_shared/release_shared may be
@@ -49,13 +47,11 @@ class Handle:
         "dfd",
         "dmask",
         "fd",
-        "rfd",
     )
 
-    def __init__(self, fd: int, dfd: int, align: int, rfd: int = -1):
+    def __init__(self, fd: int, dfd: int, align: int):
         self.fd = fd
         self.dfd = dfd
-        self.rfd = rfd
         self.dmask = align - 1
         self._dfd_open = dfd
         self._users = 0  # requests of the loop thread
@@ -112,8 +108,8 @@ class Handle:
             if self._users or self._shared or self._fds_closed:
                 return
             self._fds_closed = True
-            fds = (self.fd, self._dfd_open, self.rfd)
-            self.fd = self.dfd = self._dfd_open = self.rfd = -1
+            fds = (self.fd, self._dfd_open)
+            self.fd = self.dfd = self._dfd_open = -1
         for fd in fds:
             if fd >= 0:
                 os.close(fd)

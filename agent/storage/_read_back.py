@@ -1,12 +1,16 @@
 """Reading a range back from storage in a worker thread, to hash it (verification).
 
-The range is read with O_DIRECT where the volume allows it (the kernel first writes
-back dirty cached pages of the range, so what is read is what storage holds, and the
-page cache is neither copied nor filled), buffered otherwise (tmpfs, a direct read
-refused with EINVAL, an unaligned short read).  Each worker thread reads into its own
-page-aligned buffer, reused for every range, and feeds it to the hasher: the event
-loop hands over one range and gets one answer, and neither the reads nor the hashing
-(a hasher that releases the GIL, as xxhash does for large buffers) hold it.
+A volume whose I/O is O_DIRECT is read back with O_DIRECT: what storage holds, with
+no page-cache copy.  A page-cache volume is read back through the page cache, where
+its writes are (made durable by the flush that ends a copy): an O_DIRECT read of it
+would first wait for the writeback of the range's dirty pages and then read the disk,
+which on a 2 GiB verified copy cut the throughput by 40% and saved no CPU.  A direct
+read refused with EINVAL, or short at an unaligned offset, goes on buffered.
+
+Each worker thread reads into its own page-aligned buffer, reused for every range,
+and feeds it to the hasher: the event loop hands over one range and gets one answer,
+and neither the reads nor the hashing (a hasher that releases the GIL, as xxhash
+does for large buffers) hold it.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ class _Reader:
 
     def __init__(self, h: Handle) -> None:
         self.h = h
-        self.fd, self.mask = (h.rfd, h.dmask) if h.rfd >= 0 else (h.fd, 0)
+        self.fd, self.mask = (h.dfd, h.dmask) if h.dfd >= 0 else (h.fd, 0)
 
     def start(self, offset: int) -> int:
         """Where reading for ``offset`` starts (aligned down for O_DIRECT)."""

@@ -48,7 +48,6 @@ class OpenedFiles:
     block_size: int
     align: int  # O_DIRECT alignment of offsets and lengths
     thin: bool
-    rfd: int = -1  # read-only O_DIRECT descriptor for reading back, -1 without
 
 
 def fallocate(fd: int, mode: int, offset: int, length: int) -> None:
@@ -166,8 +165,7 @@ def open_files(path: str, read_only: bool, direct: bool) -> OpenedFiles:
         os.close(fd)
         raise
     dfd = _open_direct(path, flags) if direct else -1
-    rfd = _open_direct(path, os.O_RDONLY | os.O_CLOEXEC)
-    return OpenedFiles(fd, dfd, kind, size, bsize, align, thin, rfd)
+    return OpenedFiles(fd, dfd, kind, size, bsize, align, thin)
 
 
 def file_extents(fd: int, offset: int, length: int) -> list[tuple[int, int, bool]]:

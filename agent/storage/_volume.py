@@ -93,7 +93,7 @@ class Volume:
         self.kind = opened.kind
         self.thin = opened.thin
         self._engine = engine
-        self._h = Handle(opened.fd, opened.dfd, opened.align, opened.rfd)
+        self._h = Handle(opened.fd, opened.dfd, opened.align)
         self._nowait = hasattr(os, "RWF_NOWAIT")
         self._nowait_skip = 0  # reads left before the page cache is tried again
         self._nowait_backoff = 1
@@ -245,9 +245,9 @@ class Volume:
             raise self._error("read", exc) from exc
 
     async def hash_range(self, offset: int, length: int, hasher: Hasher) -> None:
-        """Feeds ``length`` bytes at ``offset``, as storage holds them (holes read as
-        zeros), to ``hasher.update`` in order, read back with O_DIRECT where the volume
-        allows it, in a worker thread (see :mod:`._read_back`)."""
+        """Feeds ``length`` bytes at ``offset``, as stored (holes read as zeros), to
+        ``hasher.update`` in order, in a worker thread; read back with O_DIRECT where
+        the volume's I/O is direct (see :mod:`._read_back`)."""
         self._check("read", offset, length)
         if not length:
             return
@@ -370,7 +370,7 @@ def _close_opened(fut: asyncio.Future[_sys.OpenedFiles]) -> None:
     if fut.cancelled() or fut.exception() is not None:
         return
     opened = fut.result()
-    Handle(opened.fd, opened.dfd, 1, opened.rfd).close()
+    Handle(opened.fd, opened.dfd, 1).close()
 
 
 def _quiet(done: asyncio.Future[None]) -> None:

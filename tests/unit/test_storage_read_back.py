@@ -1,5 +1,5 @@
-"""Volume.hash_range: a range read back from storage (O_DIRECT where the volume allows
-it) and fed to a hasher in a worker thread, for every available backend."""
+"""Volume.hash_range: a range read back (O_DIRECT where the volume's I/O is) and fed
+to a hasher in a worker thread, for every available backend."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_storage import MiB, engine, kind, make_file, with_volume
 
-from reservoir.agent.storage import Engine, StorageError, Volume, _sys
+from reservoir.agent.storage import Engine, StorageError, Volume
 
 __all__ = ["engine", "kind"]  # fixtures
 
@@ -65,41 +65,57 @@ def test_holes_read_as_zeros(tmp_path: Path, engine: Engine) -> None:
     assert with_volume(path, engine, body).data == expected
 
 
-def test_buffered_writes_are_read_back_from_storage_o_direct(
-    tmp_path: Path, engine: Engine
+def _reads_by_fd(monkeypatch: pytest.MonkeyPatch, refused: set[int]) -> list[int]:
+    """The descriptors os.preadv reads, in order; reads of ``refused`` fail EINVAL."""
+    preadv = os.preadv
+    fds: list[int] = []
+
+    def recording(fd: int, buffers: list[memoryview], offset: int) -> int:
+        fds.append(fd)
+        if fd in refused:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", recording)
+    return fds
+
+
+def test_a_direct_volume_is_read_back_o_direct(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The volume's I/O is buffered; reading back goes O_DIRECT all the same (the kernel
-    writes the dirty pages of the range back first)."""
+    path = tmp_path / "vol.img"
+    ref = make_file(path, 2 * MiB)
+    fds = _reads_by_fd(monkeypatch, set())
+
+    async def body(vol: Volume) -> tuple[Recorder, int]:
+        got = Recorder()
+        await vol.hash_range(4096, MiB, got)
+        return got, vol._h.dfd
+
+    got, dfd = with_volume(path, engine, body)
+    if dfd < 0:
+        pytest.skip("no O_DIRECT here (threads engine, or a filesystem that refuses it)")
+    assert got.data == ref[4096 : 4096 + MiB]
+    assert set(fds) == {dfd}
+
+
+def test_a_page_cache_volume_is_read_back_through_the_page_cache(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its writes are there (an O_DIRECT read would wait for their writeback first)."""
     path = tmp_path / "vol.img"
     make_file(path, 2 * MiB)
+    fds = _reads_by_fd(monkeypatch, set())
 
     async def body(vol: Volume) -> tuple[Recorder, int]:
         await vol.write(4096, b"new" * 4096)
         got = Recorder()
         await vol.hash_range(4096, 3 * 4096, got)
-        return got, vol._h.rfd
+        return got, vol._h.fd
 
-    got, rfd = with_volume(path, engine, body, direct=False)
-    if rfd < 0:
-        pytest.skip("the filesystem of the temporary directory refuses O_DIRECT")
+    got, fd = with_volume(path, engine, body, direct=False)
     assert got.data == b"new" * 4096
-
-
-def test_without_o_direct_the_range_is_read_buffered(
-    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As on tmpfs, which refuses O_DIRECT."""
-    monkeypatch.setattr(_sys, "_open_direct", lambda path, flags: -1)
-    path = tmp_path / "vol.img"
-    ref = make_file(path, MiB + 7)
-
-    async def body(vol: Volume) -> Recorder:
-        assert vol._h.rfd == -1
-        got = Recorder()
-        await vol.hash_range(3, MiB + 4, got)
-        return got
-
-    assert with_volume(path, engine, body).data == ref[3:]
+    assert set(fds) == {fd}
 
 
 def test_a_direct_read_refused_with_einval_is_done_buffered(
@@ -107,23 +123,20 @@ def test_a_direct_read_refused_with_einval_is_done_buffered(
 ) -> None:
     path = tmp_path / "vol.img"
     ref = make_file(path, 2 * MiB)
-    preadv = os.preadv
-    direct: set[int] = set()
+    refused: set[int] = set()
+    fds = _reads_by_fd(monkeypatch, refused)
 
-    def refusing(fd: int, buffers: list[memoryview], offset: int) -> int:
-        if fd in direct:
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return preadv(fd, buffers, offset)
-
-    monkeypatch.setattr(os, "preadv", refusing)  # only reads of the O_DIRECT descriptor
-
-    async def body(vol: Volume) -> Recorder:
-        direct.add(vol._h.rfd)
+    async def body(vol: Volume) -> tuple[Recorder, int, int]:
+        refused.add(vol._h.dfd)
         got = Recorder()
         await vol.hash_range(0, 2 * MiB, got)
-        return got
+        return got, vol._h.dfd, vol._h.fd
 
-    assert with_volume(path, engine, body).data == ref
+    got, dfd, fd = with_volume(path, engine, body)
+    if dfd < 0:
+        pytest.skip("no O_DIRECT here (threads engine, or a filesystem that refuses it)")
+    assert got.data == ref
+    assert fds[0] == dfd and set(fds[1:]) == {fd}
 
 
 def test_a_range_past_the_end_is_refused_and_a_shrunk_file_is_eio(
