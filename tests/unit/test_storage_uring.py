@@ -10,6 +10,7 @@ import random
 import select
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -313,6 +314,61 @@ def test_direct_writes_from_unaligned_memory_go_through_slot_buffers(tmp_path: P
             engine.close()
 
     asyncio.run(main())
+
+
+class RingCalls:
+    """The engine's ring, its write and write_in_place calls counted on the way."""
+
+    def __init__(self, ring: _uring.Ring[Any]) -> None:
+        self.ring = ring
+        self.calls: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.ring, name)
+
+    def write(self, fd: int, offset: int, data: memoryview, user: object) -> None:
+        self.calls.append(("write", len(data)))
+        self.ring.write(fd, offset, data, user)
+
+    def write_in_place(
+        self, fd: int, offset: int, data: memoryview, user: object, align: int
+    ) -> bool:
+        self.calls.append(("in place", len(data)))
+        return self.ring.write_in_place(fd, offset, data, user, align)
+
+
+def test_buffered_writes_go_through_slot_buffers_and_direct_ones_in_place(
+    tmp_path: Path,
+) -> None:
+    """The kernel copies a registered slot buffer into the page cache faster than the
+    caller's memory; an O_DIRECT write copies nothing."""
+    path = tmp_path / "vol.img"
+    path.write_bytes(bytes(4 * MiB))
+    data = memoryview(mmap.mmap(-1, 2 * MiB))  # page aligned
+    data[:] = b"d" * (2 * MiB)
+
+    async def main() -> tuple[list[tuple[str, int]], list[tuple[str, int]], bool]:
+        engine = UringEngine(8)
+        calls = RingCalls(engine._ring)
+        engine._ring = calls  # type: ignore[assignment]
+        direct = await open_volume(str(path), engine=engine)
+        buffered = await open_volume(str(path), engine=engine, direct=False)
+        try:
+            await buffered.write(0, data)
+            through_slots, calls.calls = calls.calls, []
+            await direct.write(2 * MiB, data)
+            return through_slots, calls.calls, direct.direct
+        finally:
+            direct.close()
+            buffered.close()
+            engine.close()
+
+    through_slots, in_place, is_direct = asyncio.run(main())
+    assert through_slots == [("write", 128 << 10)] * 16
+    if not is_direct:
+        pytest.skip("the filesystem of the temporary directory refuses O_DIRECT")
+    assert in_place == [("in place", MiB)] * 2
+    assert path.read_bytes() == b"d" * (4 * MiB)
 
 
 def test_a_cancelled_write_returns_only_once_storage_is_done_with_its_data(
