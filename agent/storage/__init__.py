@@ -10,8 +10,8 @@ forces the fallback.
     volume = await open_volume("/dev/loop0")
     data = await volume.read(0, 4096)
 
-Writes through io_uring go from the caller's buffer (page aligned for O_DIRECT) with
-no copy; ``Volume.hash_range`` reads a range back (O_DIRECT where the volume's I/O
+O_DIRECT writes through io_uring go from the caller's (page-aligned) buffer with no
+copy; ``Volume.hash_range`` reads a range back (O_DIRECT where the volume's I/O
 is) and hashes it in a worker thread, off the event loop.
 """
 
