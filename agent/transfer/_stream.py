@@ -404,7 +404,7 @@ class StreamWorker:
         mine: set[asyncio.Task[None]] = set()
         failed: list[BaseException] = []
         try:
-            while work.pending and not work.abandoned and not failed:
+            while work.pending and not work.abandoned and work.error is None and not failed:
                 await self._issue(work, mine, failed)
             await asyncio.gather(*mine)
         finally:
@@ -426,6 +426,7 @@ class StreamWorker:
         offset = work.take_piece() if work.error is None else None
         if offset is None:
             self._window.release()
+            await asyncio.sleep(0)  # the window had room: let the others run before a retry
             return
         piece = self._piece(work, offset, failed)
         task = asyncio.get_running_loop().create_task(piece)

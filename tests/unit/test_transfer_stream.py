@@ -414,3 +414,17 @@ def test_the_one_pass_digests_are_the_extent_digest_and_the_receipt_digest() -> 
     whole, receipt = digests(data, EXTENT // 4, receipt=True)
     assert whole == digest(data) and receipt == receipt_digest(data, EXTENT // 4)
     assert digests(data, EXTENT // 4, receipt=False) == (digest(data), None)
+
+
+def test_a_helper_stops_when_the_owner_of_the_extent_fails() -> None:
+    """The owner's connection drops while a helper writes its pieces: the helper stops
+    taking them (the extent goes back to the queue) and the copy still completes."""
+    helper, owner = Memory(bytearray(), 0.001), Memory(bytearray(), 0.02)
+    owner.fail_after = 1  # its first piece, then the connection is gone
+    helper.hashes = owner.hashes = True
+    settings = Settings(piece=EXTENT // 8, depth=2)
+    source, dest, stats, _, done = asyncio.run(
+        asyncio.wait_for(run([0.001, 0.02], 2, sinks=[helper, owner], settings=settings), 10)
+    )
+    assert stats[1].error is not None and stats[0].error is None
+    assert dest == source and sorted(done) == [0, 1]
