@@ -32,6 +32,8 @@ from reservoir.agent.target.connection import Connection
 from reservoir.agent.target.login_guard import LoginGuard
 from reservoir.agent.target.session import Session
 
+KEPT_BUFFERS_MAX = 512 << 20  # write buffers kept for reuse between bursts, at most
+
 log = logging.getLogger("reservoir.target")
 
 TPGT = 1
@@ -248,9 +250,12 @@ class TargetServer:
 
     def _bound_buffers(self) -> None:
         """Keep for reuse as many write buffers as the sessions may have in flight: each
-        session's CmdSN window (``queue_depth`` commands) of MaxBurstLength each."""
+        session's CmdSN window (``queue_depth`` commands) of MaxBurstLength each, at
+        most ``KEPT_BUFFERS_MAX`` (what many sessions with large bursts could hold at
+        once is kept no longer than it is in use)."""
         normal = [s for s in self.sessions.values() if not s.is_discovery]
-        limit = sum(s.queue_depth * s.params.max_burst_length for s in normal)
+        wanted = sum(s.queue_depth * s.params.max_burst_length for s in normal)
+        limit = min(wanted, KEPT_BUFFERS_MAX)
         if limit != self.buffers.limit:
             self.buffers.set_limit(limit)
             log.info(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+from types import SimpleNamespace
 
 from reservoir.agent.buffers import BufferPool, aligned_buffer
+from reservoir.agent.target.server import KEPT_BUFFERS_MAX, TargetServer
 
 
 def _address(buf: memoryview) -> int:
@@ -57,3 +59,17 @@ def test_a_lower_bound_lets_kept_buffers_go() -> None:
     assert pool.held == 1 << 20
     pool.give(pool.take(1 << 20))
     assert pool.held == 1 << 20
+
+
+def test_the_target_keeps_at_most_kept_buffers_max_for_reuse() -> None:
+    """Many sessions with large bursts: the bound stops at KEPT_BUFFERS_MAX."""
+    burst = 16 << 20
+    sessions = {
+        i: SimpleNamespace(
+            is_discovery=False, queue_depth=128, params=SimpleNamespace(max_burst_length=burst)
+        )
+        for i in range(4)
+    }
+    fake = SimpleNamespace(sessions=sessions, buffers=BufferPool(), queue_depth=128)
+    TargetServer._bound_buffers(fake)  # type: ignore[arg-type]
+    assert fake.buffers.limit == KEPT_BUFFERS_MAX
