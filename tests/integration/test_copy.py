@@ -72,6 +72,20 @@ def ours(tmp_path: Path, lun: Path) -> Iterator[ReservoirTarget]:
     assert alive, log.read_text()[-4000:]
 
 
+@pytest.fixture
+def tgt(tmp_path: Path) -> Iterator[Tgtd]:
+    """tgtd with a blank file LUN (LUN 1), skipped where it cannot start here."""
+    server = Tgtd(blank(tmp_path / "tgt.img"))
+    try:
+        server.__enter__()
+    except Exception as exc:  # tgtd missing or refusing to start here
+        pytest.skip(f"tgtd: {exc}")
+    try:
+        yield server
+    finally:
+        server.__exit__(None, None, None)
+
+
 def options(tmp_path: Path, **kw: object) -> CopyOptions:
     opts = CopyOptions(streams=4, extent_size=EXTENT, checkpoint=tmp_path / "ck.json")
     for name, value in kw.items():
@@ -108,22 +122,13 @@ def test_receipt_mode_verifies_every_extent_by_the_targets_receipts(
     assert sha(lun) == sha(source)
 
 
-def test_receipt_mode_into_tgt_checks_storage(tmp_path: Path, source: Path) -> None:
+def test_receipt_mode_into_tgt_checks_storage(tmp_path: Path, source: Path, tgt: Tgtd) -> None:
     """tgt keeps no receipts: every extent is read back, and the summary says so."""
-    backing = blank(tmp_path / "tgt.img")
-    try:
-        tgt = Tgtd(backing)
-        tgt.__enter__()
-    except Exception as exc:  # tgtd missing or refusing to start here
-        pytest.skip(f"tgtd: {exc}")
-    try:
-        opts = options(tmp_path, verification="receipt")
-        summary = asyncio.run(copy(str(source), tgt.url(1), opts))
-    finally:
-        tgt.__exit__(None, None, None)
+    opts = options(tmp_path, verification="receipt")
+    summary = asyncio.run(copy(str(source), tgt.url(1), opts))
     assert summary.verified and sum(s.by_receipt for s in summary.streams) == 0
     assert summary.verification.startswith("0 of 16 extents checked by the destination's")
-    assert sha(backing) == sha(source)
+    assert sha(tgt.backing) == sha(source)
 
 
 MUTUAL = ["--chap", "copier:initiator-secret", "--mutual-chap", "target:target-secret"]
@@ -153,21 +158,12 @@ def test_wrong_mutual_secret_is_refused_and_nothing_written(
     assert sha(lun) == sha(blank(tmp_path / "zeros.img"))
 
 
-def test_copy_into_tgt(tmp_path: Path, source: Path) -> None:
-    backing = blank(tmp_path / "tgt.img")
-    try:
-        tgt = Tgtd(backing)
-        tgt.__enter__()
-    except Exception as exc:  # tgtd missing or refusing to start here
-        pytest.skip(f"tgtd: {exc}")
-    try:
-        summary = asyncio.run(copy(str(source), tgt.url(1), options(tmp_path)))
-    finally:
-        tgt.__exit__(None, None, None)
+def test_copy_into_tgt(tmp_path: Path, source: Path, tgt: Tgtd) -> None:
+    summary = asyncio.run(copy(str(source), tgt.url(1), options(tmp_path)))
     report("into tgt", summary)
     assert summary.verified and summary.copied_bytes == SIZE
     assert summary.verified_by == "read-back"  # tgt has no HASH RANGE
-    assert sha(backing) == sha(source)
+    assert sha(tgt.backing) == sha(source)
 
 
 def test_copy_from_remote_lun(
