@@ -7,7 +7,7 @@ import json
 import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 import pytest
 
@@ -298,7 +298,9 @@ def test_a_new_manager_resumes_a_copy_interrupted_by_a_stop(tmp_path: Path) -> N
     run(second_agent())
 
 
-def test_a_copy_running_when_the_agent_died_comes_back_paused(tmp_path: Path) -> None:
+def completed_copy_file(tmp_path: Path) -> tuple[str, Path, dict[str, Any]]:
+    """A copy run to its end by an agent over ``tmp_path``: its id, file and contents."""
+
     async def main() -> str:
         manager = CopyManager(tmp_path, copy_fn=FakeEngine(block=False))
         job = manager.create(request())
@@ -307,7 +309,11 @@ def test_a_copy_running_when_the_agent_died_comes_back_paused(tmp_path: Path) ->
 
     copy_id = run(main())
     path = tmp_path / "copies" / f"{copy_id}.json"
-    data = json.loads(path.read_text())
+    return copy_id, path, json.loads(path.read_text())
+
+
+def test_a_copy_running_when_the_agent_died_comes_back_paused(tmp_path: Path) -> None:
+    copy_id, path, data = completed_copy_file(tmp_path)
     path.write_text(json.dumps({**data, "state": "running"}))  # as a killed agent left it
     manager = CopyManager(tmp_path)
     manager.load()
@@ -358,15 +364,7 @@ def test_the_verification_mode_reaches_the_engine_and_survives_a_restart(
 def test_a_copy_saved_before_the_verification_mode_verifies_from_storage(
     tmp_path: Path,
 ) -> None:
-    async def main() -> str:
-        manager = CopyManager(tmp_path, copy_fn=FakeEngine(block=False))
-        job = manager.create(request())
-        await settle(manager, job.id)
-        return job.id
-
-    copy_id = run(main())
-    path = tmp_path / "copies" / f"{copy_id}.json"
-    data = json.loads(path.read_text())
+    copy_id, path, data = completed_copy_file(tmp_path)
     del data["request"]["verification"]  # as an agent before the field wrote it
     path.write_text(json.dumps(data))
     manager = CopyManager(tmp_path)
