@@ -84,7 +84,8 @@ class Receipts:
         self._changing.discard(change)
         if data is None or change.spoiled:
             return
-        self._drop_overlapping(change.lba, change.end)  # a change that began and ended since
+        # unspoiled: no overlapping change began while it was in flight, so no receipt
+        # overlapping it was recorded since begin() dropped them
         self._add(_Receipt(change.lba, change.end - change.lba, xxhash.xxh3_128_digest(data)))
 
     def digest_of(self, lba: int, blocks: int) -> bytes | None:
