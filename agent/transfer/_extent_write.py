@@ -30,7 +30,6 @@ class ExtentWrite:
     piece: int
     pending: deque[int] = field(default_factory=deque)  # offsets nobody issued yet
     outstanding: int = 0  # pieces issued, not completed
-    helped: int = 0  # pieces written by other streams
     abandoned: bool = False
     error: BaseException | None = None  # the first failure of one of the owner's pieces
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -53,9 +52,8 @@ class ExtentWrite:
         start = offset - self.extent.offset
         return self.data[start : start + min(self.piece, self.extent.end - offset)]
 
-    def piece_done(self, helper: bool = False) -> None:
+    def piece_done(self) -> None:
         self.outstanding -= 1
-        self.helped += helper
         self._changed.set()
 
     def piece_back(self, offset: int) -> None:

@@ -453,7 +453,7 @@ class StreamWorker:
             if isinstance(exc, asyncio.CancelledError):
                 raise
         else:
-            work.piece_done(helper=failed is not None)
+            work.piece_done()
             self.stats.helped += failed is not None
         finally:
             self._window.release()
