@@ -5,7 +5,7 @@
 ...     data = await session.read(0, 0, 8)
 """
 
-from reservoir.agent.initiator._commands import ScsiReply
+from reservoir.agent.initiator._commands import ScsiReply, WriteData
 from reservoir.agent.initiator._discovery import DiscoveredTarget, Portal, discover
 from reservoir.agent.initiator._errors import (
     CommandTimeout,
@@ -57,6 +57,7 @@ __all__ = [
     "SessionKey",
     "SessionPool",
     "TcpTransport",
+    "WriteData",
     "chap_identity",
     "device_designator",
     "discover",

@@ -16,6 +16,7 @@ from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.scsi import ALG_XXH3_128, HASH_RANGE_OPCODE
 
+WriteData = bytes | memoryview | P.FileSpan  # a command's data: in memory, or a span of a file
 STATUS_GOOD = 0x00
 STATUS_CHECK_CONDITION = 0x02
 
@@ -69,7 +70,7 @@ class Task:
 
     lun: int
     cdb: bytes
-    data_out: bytes | memoryview
+    data_out: WriteData
     read_length: int
     future: asyncio.Future[ScsiReply]
     itt: int = 0
@@ -93,6 +94,7 @@ class Task:
                 params.first_burst_length,
                 params.target_max_recv_data_segment_length,
             )
+        data, span = _segment(self.data_out, 0, immediate)
         return P.ScsiCommand(
             itt=self.itt,
             cmdsn=self.cmdsn,
@@ -102,7 +104,8 @@ class Task:
             read=self.read_length > 0,
             write=bool(self.data_out),
             expected_length=self.read_length or len(self.data_out),
-            data=memoryview(self.data_out)[:immediate],
+            data=data,
+            span=span,
         )
 
     def data_in(self, pdu: P.DataIn) -> None:
@@ -132,12 +135,12 @@ def data_out_pdus(
     """The Data-Out PDUs of one sequence (RFC 7143 §11.7): ``length`` bytes from
     ``offset`` in segments of at most ``segment`` bytes, DataSN from 0, F on the last.
     """
-    data = memoryview(task.data_out)
-    end = min(offset + length, len(data))
+    end = min(offset + length, len(task.data_out))
     lun = encode_lun(task.lun)
     pdus = []
     for datasn, start in enumerate(range(offset, end, segment)):
         stop = min(start + segment, end)
+        data, span = _segment(task.data_out, start, stop)
         pdus.append(
             P.DataOut(
                 itt=task.itt,
@@ -145,12 +148,21 @@ def data_out_pdus(
                 lun=lun,
                 datasn=datasn,
                 offset=start,
-                data=data[start:stop],
+                data=data,
+                span=span,
                 final=stop >= end,
                 expstatsn=expstatsn,
             )
         )
     return pdus
+
+
+def _segment(data: WriteData, start: int, stop: int) -> tuple[memoryview, P.FileSpan | None]:
+    """Bytes [start, stop) of a command's data as a PDU's data segment: a view of
+    them, or the part of the file span they are in."""
+    if isinstance(data, P.FileSpan):
+        return memoryview(b""), data[start:stop] if stop > start else None
+    return memoryview(data)[start:stop], None
 
 
 def unsolicited_pdus(task: Task, params: Negotiated, expstatsn: int) -> list[P.DataOut]:

@@ -21,6 +21,7 @@ from reservoir.agent.initiator._commands import (
     STATUS_GOOD,
     ScsiReply,
     Task,
+    WriteData,
     encode_lun,
     read16,
     read_capacity16,
@@ -290,9 +291,7 @@ class Session:
         reply = await self.scsi(lun, read16(lba, blocks), read_length=blocks * block_size)
         return reply.data
 
-    async def write(
-        self, lun: int, lba: int, data: bytes | memoryview, block_size: int = 512
-    ) -> None:
+    async def write(self, lun: int, lba: int, data: WriteData, block_size: int = 512) -> None:
         """WRITE(16) of ``data`` (a whole number of blocks) at ``lba``."""
         if len(data) % block_size:
             raise ValueError(f"{len(data)} bytes is not a multiple of {block_size}")
@@ -308,7 +307,7 @@ class Session:
         self,
         lun: int,
         cdb: bytes,
-        data_out: bytes | memoryview = b"",
+        data_out: WriteData = b"",
         read_length: int = 0,
         timeout: float | None = None,
     ) -> ScsiReply:
@@ -330,7 +329,7 @@ class Session:
         self,
         lun: int,
         cdb: bytes,
-        data_out: bytes | memoryview,
+        data_out: WriteData,
         read_length: int,
         timeout: float | None,
     ) -> ScsiReply:
@@ -583,6 +582,14 @@ class Session:
     def tcp_info(self) -> bytes:
         """Raw TCP_INFO of the connection (empty while reconnecting); not parsed."""
         return self.transport.tcp_info() if self.transport is not None else b""
+
+    @property
+    def sends_spans(self) -> bool:
+        """Whether a write's data may be a :class:`FileSpan`, sent from its file with
+        no copy (a TCP connection without data digests); elsewhere it would be read
+        into memory first."""
+        transport = self.transport
+        return isinstance(transport, TcpTransport) and transport.sends_spans
 
     def socket(self) -> socket.socket | None:
         """The connection's socket now (another after a reconnect; None meanwhile), to

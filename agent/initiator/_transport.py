@@ -5,19 +5,24 @@ calls ``send``, ``drop``, ``close`` and ``set_digests`` on it and is fed through
 :class:`PduSink`.  :class:`TcpTransport` is the real one: an asyncio
 BufferedProtocol that frames PDUs with the target's :class:`Receiver` (a large
 Data-In segment is read by the kernel into a buffer of its own) and writes
-everything queued during one loop iteration with a single ``writelines``.
+everything queued during one loop iteration at once, through its own
+:class:`SocketWriter` (sendmsg, and sendfile for data segments that are
+:class:`FileSpan` s of a source file), not the event loop's transport.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from reservoir.agent.initiator._writer import SocketWriter
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.receiver import Receiver
 
@@ -44,6 +49,8 @@ class PduTransport(Protocol):
     def tcp_info(self) -> bytes: ...
 
 
+log = logging.getLogger(__name__)
+
 Connector = Callable[[str, int, str | None, PduSink], Awaitable[PduTransport]]
 
 TCP_INFO_LEN = 256
@@ -63,9 +70,10 @@ class TcpTransport(asyncio.BufferedProtocol):
         self.data_digest = False
         self.transport: asyncio.Transport | None = None
         self.outgoing_filter: Callable[[P.Pdu], bool] | None = None
-        self._out: list[P.Buffer] = []
+        self._out: list[P.Segment] = []
         self._lost = False
         self._sock: socket.socket | None = None  # a duplicate descriptor, see socket()
+        self._writer: SocketWriter | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
@@ -82,6 +90,8 @@ class TcpTransport(asyncio.BufferedProtocol):
             self.drop()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._writer is not None:
+            self._writer.close()  # before its descriptor closes
         if self._sock is not None:
             self._sock.close()  # the duplicate only: the transport closes its own
             self._sock = None
@@ -94,27 +104,59 @@ class TcpTransport(asyncio.BufferedProtocol):
             return
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._out += P.encode(pdu, header_digest=self.header_digest, data_digest=self.data_digest)
+        if pdu.span is not None and self.data_digest:
+            pdu = dataclasses.replace(pdu, data=pdu.span.read(), span=None)
+        self._out += P.encode_parts(
+            pdu, header_digest=self.header_digest, data_digest=self.data_digest
+        )
+
+    @property
+    def sends_spans(self) -> bool:
+        """Whether a :class:`FileSpan` data segment goes out from its file, with no
+        copy (no data digest to compute over its bytes)."""
+        return not self.data_digest
 
     def _flush(self) -> None:
         """Everything sent during this loop iteration in one write (one syscall)."""
         out, self._out = self._out, []
         if out and self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(out)
+            self._writer_now().write(out)
+
+    def _writer_now(self) -> SocketWriter:
+        if self._writer is None:
+            sock = self.socket()
+            assert sock is not None, "a connection that is not closing has its socket"
+            self._writer = SocketWriter(sock, self._write_failed)
+        return self._writer
+
+    def _write_failed(self, exc: OSError) -> None:
+        """The connection cannot carry what was queued: broken, as a network failure
+        would break it; the session recovers (or fails) from transport_lost."""
+        if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+            log.warning("connection to the target given up: %s", exc)
+        self.drop()
 
     def set_digests(self, header: bool, data: bool) -> None:
         self.header_digest = self.rx.header_digest = header
         self.data_digest = self.rx.data_digest = data
 
     def drop(self) -> None:
-        """Break the connection at once (RST), as a network failure would."""
+        """Break the connection at once (RST), as a network failure would; what was
+        queued is not sent."""
+        if self._writer is not None:
+            self._writer.close()
         if self.transport is not None:
             self.transport.abort()
 
     def close(self) -> None:
-        """Flush what is queued and close."""
+        """Flush what is queued and close once the socket took it all."""
         self._flush()
-        if self.transport is not None:
+        if self.transport is None:
+            return
+        writer = self._writer
+        if writer is not None and writer.pending:
+            writer.drained = self.transport.close
+        else:
             self.transport.close()
 
     def socket(self) -> socket.socket | None:

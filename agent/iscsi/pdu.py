@@ -12,10 +12,12 @@ receiver should answer with, and whether the connection can go on.
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Self
+from typing import ClassVar, Protocol, Self
 
 from reservoir.agent.iscsi.digest import digest
 
@@ -150,6 +152,46 @@ def build_ahs(kind: int, specific: bytes) -> bytes:
 # ---------------------------------------------------------------- base
 
 
+class SpanSource(Protocol):
+    """An open file a data segment can be sent from."""
+
+    def fileno(self) -> int:
+        """Its descriptor; -1 once it is closed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpan:
+    """A data segment that stays in a file until the transport sends it: ``length``
+    bytes at ``offset`` of ``source``, moved by the kernel from the page cache to the
+    socket (sendfile) without passing through process memory.  Only PDUs being sent
+    carry one (:attr:`Pdu.span`); decoding never makes one."""
+
+    source: SpanSource
+    offset: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: slice) -> FileSpan:
+        start, stop, step = index.indices(self.length)
+        if step != 1:
+            raise ValueError("a FileSpan slice takes no step")
+        return FileSpan(self.source, self.offset + start, max(stop - start, 0))
+
+    def read(self) -> bytes:
+        """The span's bytes (for a transport that cannot send from the file);
+        OSError when the file is closed or ends before the span does."""
+        fd = self.source.fileno()
+        if fd < 0:
+            raise OSError(errno.EBADF, "the file a data segment is sent from was closed")
+        data = os.pread(fd, self.length, self.offset)
+        if len(data) != self.length:
+            raise OSError(errno.EIO, f"the file ends before byte {self.offset + self.length}")
+        return data
+
+
 @dataclass(slots=True, kw_only=True)
 class Pdu:
     """Fields every PDU has.  Subclasses name the opcode-specific ones."""
@@ -160,6 +202,11 @@ class Pdu:
     itt: int = RESERVED_TAG
     ahs: bytes = b""
     data: bytes | bytearray | memoryview = b""
+    span: FileSpan | None = None  # the data segment, sent from a file instead of data
+
+    def data_length(self) -> int:
+        """DataSegmentLength: of the span where there is one, else of ``data``."""
+        return len(self.data) if self.span is None else self.span.length
 
     def _words(self) -> tuple[int, int, int, bytes, list[int]]:
         """(byte1 flags, byte2, byte3, bytes 8..15, words at 16..44)."""
@@ -177,7 +224,7 @@ class Pdu:
         b0 = int(self.OPCODE) | (0x40 if self.immediate else 0)
         if len(self.ahs) % 4:
             raise ValueError("AHS must be padded to 4 bytes")
-        w1 = (len(self.ahs) // 4) << 24 | len(self.data)
+        w1 = (len(self.ahs) // 4) << 24 | self.data_length()
         return _BHS.pack(b0, b1, b2, b3, w1, b8, *words) + self.ahs
 
 
@@ -235,7 +282,7 @@ class ScsiCommand(Pdu):
             extra = self.cdb[16:]
             ahs = build_ahs(AhsType.EXTENDED_CDB, b"\0" + extra)
         b0 = int(self.OPCODE) | (0x40 if self.immediate else 0)
-        w1 = (len(ahs) // 4) << 24 | len(self.data)
+        w1 = (len(ahs) // 4) << 24 | self.data_length()
         head = _CDB_HEAD.pack(
             b0,
             self._byte1(),
@@ -941,15 +988,18 @@ def _check_lengths(
 Buffer = bytes | bytearray | memoryview
 
 
+Segment = Buffer | FileSpan
+
+
 def encode(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) -> list[Buffer]:
     """Wire bytes of ``pdu`` as a list of buffers (header, data, padding+digest).
 
     The data segment is passed through uncopied (a memoryview stays a view).
+    A PDU with a :attr:`Pdu.span` goes through :func:`encode_parts`.
     """
-    header = pdu.encode_header()
-    if header_digest:
-        header += digest(header)
-    parts: list[Buffer] = [header]
+    if pdu.span is not None:
+        raise ValueError("a PDU with a FileSpan is encoded with encode_parts")
+    parts: list[Buffer] = [_header(pdu, header_digest)]
     data = pdu.data
     if data:
         parts.append(data)
@@ -958,6 +1008,30 @@ def encode(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) 
             tail += digest(data, tail)
         parts.append(tail)
     return parts
+
+
+def encode_parts(
+    pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False
+) -> list[Segment]:
+    """Like :func:`encode`, with a :attr:`Pdu.span` passed through as it is, for a
+    transport that sends it from its file.  A data digest needs the bytes: a span
+    cannot have one (the transport reads it first, :meth:`FileSpan.read`)."""
+    span = pdu.span
+    if span is None:
+        return [*encode(pdu, header_digest=header_digest, data_digest=data_digest)]
+    if data_digest:
+        raise ValueError("a data digest needs the data segment's bytes, not a FileSpan")
+    parts: list[Segment] = [_header(pdu, header_digest)]
+    if span.length:
+        parts.append(span)
+        if tail := pad_bytes(span.length):
+            parts.append(tail)
+    return parts
+
+
+def _header(pdu: Pdu, header_digest: bool) -> bytes:
+    header = pdu.encode_header()
+    return header + digest(header) if header_digest else header
 
 
 def encode_bytes(pdu: Pdu, *, header_digest: bool = False, data_digest: bool = False) -> bytes:

@@ -124,6 +124,11 @@ class Volume:
         """Whether aligned requests use O_DIRECT."""
         return self._h.dfd >= 0
 
+    def fileno(self) -> int:
+        """The descriptor of its page-cache I/O, which a data segment is sent from
+        (sendfile); -1 once the volume is closed."""
+        return -1 if self.closed else self._h.fd
+
     def close(self) -> None:
         """Closes the volume; its descriptors close when requests in flight are done."""
         self._finalizer()

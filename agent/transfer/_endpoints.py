@@ -44,7 +44,9 @@ from reservoir.agent.initiator import (
     pr_register,
     supports_hash_range,
 )
+from reservoir.agent.initiator._commands import WriteData
 from reservoir.agent.initiator._transport import Connector
+from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
 from reservoir.agent.storage import Volume, open_volume, volume_identity
 from reservoir.agent.transfer._hold import PrState, check_free, read_pr_state, take
@@ -112,7 +114,7 @@ class Channel(Protocol):
 
     async def readinto(self, offset: int, view: memoryview) -> None: ...
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None: ...
+    async def write(self, offset: int, data: WriteData) -> None: ...
 
     async def digest(self, offset: int, length: int) -> bytes | None:
         """The destination's own XXH3-128 of the range; None where it cannot hash
@@ -174,7 +176,9 @@ class LocalChannel:
     async def readinto(self, offset: int, view: memoryview) -> None:
         await self.volume.readinto(offset, view)
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def write(self, offset: int, data: WriteData) -> None:
+        if isinstance(data, FileSpan):
+            data = await asyncio.to_thread(data.read)
         await self.volume.write(offset, data)
 
     async def digest(self, offset: int, length: int) -> bytes | None:
@@ -191,6 +195,16 @@ class LocalChannel:
 
     async def close(self) -> None:
         return None
+
+
+def span_volume(source: Channel, dest: Channel) -> Volume | None:
+    """The local volume ``source`` reads, where its extents can go to ``dest`` as
+    spans of the file (sendfile, no copy through memory): ``dest`` is a session
+    without data digests. None where they go through memory."""
+    inner = dest.inner if isinstance(dest, CountingChannel) else dest
+    if not isinstance(source, LocalChannel) or not isinstance(inner, RemoteChannel):
+        return None
+    return source.volume if inner.session.sends_spans else None
 
 
 def local_device(path: Path) -> str:
@@ -245,7 +259,7 @@ class RemoteChannel:
     async def readinto(self, offset: int, view: memoryview) -> None:
         view[:] = await self.read(offset, len(view))
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def write(self, offset: int, data: WriteData) -> None:
         await self.session.write(self.lun, offset // self.bs, data, self.bs)
 
     async def digest(self, offset: int, length: int) -> bytes | None:
@@ -591,7 +605,7 @@ class CountingChannel:
         await self.inner.readinto(offset, view)
         self.count(len(view))
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def write(self, offset: int, data: WriteData) -> None:
         await self.inner.write(offset, data)
         self.count(len(data))
 

@@ -19,6 +19,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
+from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.transfer._plan import Extent
 
 
@@ -26,7 +27,7 @@ from reservoir.agent.transfer._plan import Extent
 class ExtentWrite:
     extent: Extent
     owner: int  # the stream carrying the extent
-    data: memoryview
+    data: memoryview | FileSpan
     piece: int
     pending: deque[int] = field(default_factory=deque)  # offsets nobody issued yet
     outstanding: int = 0  # pieces issued, not completed
@@ -48,7 +49,7 @@ class ExtentWrite:
         self.outstanding += 1
         return self.pending.popleft()
 
-    def piece_view(self, offset: int) -> memoryview:
+    def piece_view(self, offset: int) -> memoryview | FileSpan:
         start = offset - self.extent.offset
         return self.data[start : start + min(self.piece, self.extent.end - offset)]
 

@@ -3,8 +3,11 @@
 A stream keeps its connection busy across extent boundaries: up to ``depth``
 ``piece``-sized commands are in flight on it at any time, for up to
 ``extents_in_flight`` extents (the next extent's writes go out while the previous
-one is being verified), and one extent is read ahead of the network, so a stream
-holds at most ``extents_in_flight + 1`` extents.  Verification asks the
+one is being verified), and one extent is taken ahead of the network, so a stream
+holds at most ``extents_in_flight + 1`` extents.  From a local source to a session
+that can send from a file, an extent is not read into memory at all: it is hashed
+from the file in a worker thread and its pieces go out as :class:`FileSpan` s
+(sendfile); elsewhere it is read into a reused extent buffer.  Verification asks the
 destination for its digest of the range (HASH RANGE on our target) and reads the
 extent back only where the destination cannot hash.  The :class:`Dispatcher` knows
 which extents every stream holds: when a stream's session fails for good they go
@@ -21,11 +24,13 @@ from dataclasses import dataclass, field
 import xxhash
 
 from reservoir.agent.initiator import CommandTimeout, ConnectionLostError
-from reservoir.agent.transfer._endpoints import Channel
+from reservoir.agent.iscsi.pdu import FileSpan
+from reservoir.agent.transfer._endpoints import Channel, LocalChannel, span_volume
 from reservoir.agent.transfer._extent_write import ExtentWrite
 from reservoir.agent.transfer._plan import Extent, Queues
 from reservoir.agent.transfer._window import TcpInfoSource, Window
 
+Loaded = bytearray | FileSpan  # an extent's data: read into a buffer, or left in the file
 STREAM_ERRORS = (ConnectionLostError, CommandTimeout)
 ECF_SLACK = 1.1  # a stream takes an extent it would finish within 1.1 x the expected end
 RECHECK_S = 0.25  # a stream that left an extent to faster ones looks again this often
@@ -54,6 +59,40 @@ def digests(data: bytearray, piece: int, receipt: bool) -> tuple[bytes, bytes | 
         whole.update(part)
         parts.append(digest(part))
     return whole.digest(), digest(b"".join(parts))
+
+
+class PieceHasher:
+    """What :func:`digests` computes, fed in order in chunks of any size (a range
+    read back from a file by :meth:`Volume.hash_range`, in a worker thread)."""
+
+    def __init__(self, piece: int, receipt: bool) -> None:
+        self.piece, self.receipt = piece, receipt
+        self.whole = xxhash.xxh3_128()
+        self.part = xxhash.xxh3_128()
+        self.part_bytes = 0
+        self.parts: list[bytes] = []
+
+    def update(self, data: memoryview, /) -> None:
+        self.whole.update(data)
+        while self.receipt and len(data):
+            take = min(self.piece - self.part_bytes, len(data))
+            self.part.update(data[:take])
+            self.part_bytes += take
+            data = data[take:]
+            if self.part_bytes == self.piece:
+                self._end_part()
+
+    def _end_part(self) -> None:
+        self.parts.append(self.part.digest())
+        self.part.reset()
+        self.part_bytes = 0
+
+    def digests(self) -> tuple[bytes, bytes | None]:
+        if not self.receipt:
+            return self.whole.digest(), None
+        if self.part_bytes:
+            self._end_part()
+        return self.whole.digest(), digest(b"".join(self.parts))
 
 
 @dataclass
@@ -229,7 +268,7 @@ class StreamWorker:
     settings: Settings
     on_done: Done
     tcp_info: TcpInfoSource | None = None  # the connection writes go over, to size the window
-    _queue: asyncio.Queue[tuple[Extent, bytearray] | None] = field(
+    _queue: asyncio.Queue[tuple[Extent, Loaded] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=1)
     )
     _window: Window | None = None
@@ -267,8 +306,7 @@ class StreamWorker:
                 self._ahead.release()
                 await self._help(extent)
                 continue
-            data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
-            await self._queue.put((extent, data))
+            await self._queue.put((extent, await self._load(extent)))
         await self._queue.put(None)
 
     def _new_window(self) -> Window:
@@ -282,13 +320,16 @@ class StreamWorker:
             carrier = group.create_task(self._carry(*item))
             carrier.add_done_callback(lambda _: slots.release())
 
-    async def _carry(self, extent: Extent, data: bytearray) -> None:
+    async def _carry(self, extent: Extent, data: Loaded) -> None:
         """Writes and verifies one extent (rewriting it after a mismatch)."""
         self._started()
         self.dispatcher.writing(extent)
         try:
-            want, receipt = digests(data, self.settings.piece, self.settings.receipts)
             for attempt in range(self.settings.retries + 1):
+                if attempt == 0 or isinstance(data, FileSpan):
+                    # a span is hashed again before it is sent again: it goes out
+                    # from the file as the file is then
+                    want, receipt = await self._digests(data)
                 await self._write(extent, data)
                 self.stats.bytes += extent.length
                 if not self.settings.verify or await self._checked(extent, want, receipt):
@@ -322,8 +363,7 @@ class StreamWorker:
         """Reads the extent from the source again and carries it (written, verified)."""
         if self._window is None:
             self._window = self._new_window()
-        data = await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
-        await self._carry(extent, data)
+        await self._carry(extent, await self._load(extent))
 
     async def _checked(self, extent: Extent, want: bytes, receipt: bytes | None) -> bool:
         """Whether the destination received the extent as sent (``receipt`` mode, where
@@ -345,6 +385,26 @@ class StreamWorker:
             theirs = digest(back)
             self._give_back(back)
         return theirs == want
+
+    async def _load(self, extent: Extent) -> Loaded:
+        """The extent's data from the source: a span of the source's file where the
+        destination's connection sends it from there (see _writer), else read into
+        an extent buffer."""
+        volume = span_volume(self.source, self.dest)
+        if volume is not None:
+            return FileSpan(volume, extent.offset, extent.length)
+        return await self._read(self.source, extent, asyncio.Semaphore(self.settings.depth))
+
+    async def _digests(self, data: Loaded) -> tuple[bytes, bytes | None]:
+        """The extent's digest (and what its receipts should say): a span is read
+        from its file in a worker thread, chunk by chunk, while the chunk is in cache."""
+        if not isinstance(data, FileSpan):
+            return digests(data, self.settings.piece, self.settings.receipts)
+        source = self.source
+        assert isinstance(source, LocalChannel), "spans are of a local source"
+        hasher = PieceHasher(self.settings.piece, self.settings.receipts)
+        await source.volume.hash_range(data.offset, data.length, hasher)
+        return hasher.digests()
 
     async def _read(
         self, channel: Channel, extent: Extent, limit: asyncio.Semaphore, at: int | None = None
@@ -372,14 +432,15 @@ class StreamWorker:
                 return self._spare.pop(i)
         return bytearray(length)
 
-    def _give_back(self, buf: bytearray) -> None:
-        if len(self._spare) < self.settings.extents_in_flight + 2:
+    def _give_back(self, buf: Loaded) -> None:
+        if isinstance(buf, bytearray) and len(self._spare) < self.settings.extents_in_flight + 2:
             self._spare.append(buf)
 
-    async def _write(self, extent: Extent, data: bytearray) -> None:
+    async def _write(self, extent: Extent, data: Loaded) -> None:
         """Issues the extent's pieces as the window lets them go; other streams of the
         pair may write some (see _extent_write). Returns once every piece completed."""
-        work = ExtentWrite(extent, self.stats.index, memoryview(data), self.settings.piece)
+        view = data if isinstance(data, FileSpan) else memoryview(data)
+        work = ExtentWrite(extent, self.stats.index, view, self.settings.piece)
         self.dispatcher.begin_write(work)
         mine: set[asyncio.Task[None]] = set()
         try:

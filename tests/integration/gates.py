@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from reservoir.agent.control import CopyFn
-from reservoir.agent.initiator import Session
+from reservoir.agent.initiator import Session, WriteData
 from reservoir.agent.transfer import CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
 
@@ -44,9 +44,7 @@ class WriteGate:
         self.streams.add(stream)
         write = session.write
 
-        async def gated(
-            lun: int, lba: int, data: bytes | memoryview, block_size: int = 512
-        ) -> None:
+        async def gated(lun: int, lba: int, data: WriteData, block_size: int = 512) -> None:
             if self.passed + len(data) > self.passing and not self._open.is_set():
                 self.held.add(stream)
                 try:

@@ -109,6 +109,30 @@ def test_copy_into_our_target(
     assert sha(lun) == sha(source)
 
 
+def test_a_local_source_goes_to_the_network_by_sendfile(
+    tmp_path: Path,
+    source: Path,
+    lun: Path,
+    ours: ReservoirTarget,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every byte of the copy left the source file with sendfile (counted as it
+    passes through), none through an extent buffer; the copy is verified."""
+    sent: list[int] = []
+    real = os.sendfile
+
+    def counted(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        done = real(out_fd, in_fd, offset, count)
+        sent.append(done)
+        return done
+
+    monkeypatch.setattr(os, "sendfile", counted)
+    summary = asyncio.run(copy(str(source), ours.url(0), options(tmp_path)))
+    assert summary.verified and summary.resent_bytes == 0
+    assert sum(sent) == SIZE
+    assert sha(lun) == sha(source)
+
+
 def test_receipt_mode_verifies_every_extent_by_the_targets_receipts(
     tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
 ) -> None:

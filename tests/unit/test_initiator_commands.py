@@ -6,6 +6,7 @@ import asyncio
 
 from reservoir.agent.initiator._commands import (
     Task,
+    WriteData,
     encode_lun,
     read16,
     solicited_pdus,
@@ -16,7 +17,7 @@ from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.iscsi import pdu as P
 
 
-def make_task(data: bytes, read_length: int = 0) -> Task:
+def make_task(data: WriteData, read_length: int = 0) -> Task:
     loop = asyncio.new_event_loop()
     try:
         task = Task(0, write16(0, len(data) // 512), data, read_length, loop.create_future())
@@ -67,6 +68,36 @@ def test_r2t_answer_is_bounded_by_target_segment_length() -> None:
         (12288, 1808, 2, True),
     ]
     assert all(p.itt == 42 and p.ttt == 9 for p in pdus)
+
+
+class Descriptor:
+    def fileno(self) -> int:
+        return 7
+
+
+def test_a_write_from_a_file_span_sends_spans_of_it_with_the_same_sequencing() -> None:
+    params = Negotiated(
+        immediate_data=True,
+        initial_r2t=False,
+        first_burst_length=20000,
+        target_max_recv_data_segment_length=8192,
+    )
+    source = Descriptor()
+    task = make_task(P.FileSpan(source, 1 << 20, 65536))
+    command = task.command_pdu(params, 0)
+    assert not command.data and command.span == P.FileSpan(source, 1 << 20, 8192)
+    assert command.data_length() == 8192 and command.expected_length == 65536
+    unsolicited = unsolicited_pdus(task, params, 0)
+    r2t = P.R2T(itt=42, ttt=9, offset=20000, length=45536)
+    solicited = solicited_pdus(task, r2t, params, 0)
+    spans = [(p.offset, p.span) for p in unsolicited + solicited]
+    assert all(not p.data for p in unsolicited + solicited)
+    assert spans[:2] == [
+        (8192, P.FileSpan(source, (1 << 20) + 8192, 8192)),
+        (16384, P.FileSpan(source, (1 << 20) + 16384, 3616)),
+    ]
+    assert spans[2] == (20000, P.FileSpan(source, (1 << 20) + 20000, 8192))
+    assert sum(len(s) for _, s in spans if s) + 8192 == 65536
 
 
 def test_cdbs_and_luns() -> None:

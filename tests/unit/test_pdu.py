@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -45,7 +47,7 @@ def _strategy_for(cls: type[P.Pdu]) -> st.SearchStrategy[P.Pdu]:
     sixteen = {"tsih", "cid", "time2wait", "time2retain", "parameter1", "parameter2", "parameter3"}
     kwargs: dict[str, st.SearchStrategy[object]] = {}
     for f in dataclasses.fields(cls):
-        if f.name in ("ahs", "immediate", "cdb"):
+        if f.name in ("ahs", "immediate", "cdb", "span"):
             continue
         if f.name == "final" and cls not in _HAS_F_BIT:
             continue
@@ -117,6 +119,41 @@ def test_data_segment_is_padded_to_four_bytes() -> None:
     wire = P.encode_bytes(P.NopOut(itt=1, data=b"abcde"))
     assert len(wire) == 48 + 8
     assert wire[-3:] == b"\0\0\0"
+
+
+class OpenFile:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_file_span_segment_has_the_header_of_the_same_bytes_and_passes_through(
+    tmp_path: Path,
+) -> None:
+    content = bytes(range(256)) * 8
+    (tmp_path / "f").write_bytes(content)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        span = P.FileSpan(OpenFile(fd), 100, 1001)
+        out = P.DataOut(itt=3, ttt=4, offset=100, span=span)
+        parts = P.encode_parts(out, header_digest=True)
+        same = P.encode(dataclasses.replace(out, span=None, data=span.read()), header_digest=True)
+        assert parts[0] == same[0]  # DataSegmentLength 1001, the header digest over it
+        assert parts[1] is span and parts[2] == same[2] == b"\0\0\0"
+        assert span.read() == content[100:1101]
+        assert span[1:] == P.FileSpan(span.source, 101, 1000) and len(span[990:2000]) == 11
+        with pytest.raises(ValueError, match="data digest"):
+            P.encode_parts(out, data_digest=True)
+        with pytest.raises(ValueError, match="encode_parts"):
+            P.encode(out)
+        with pytest.raises(OSError, match="ends before byte 2049"):
+            P.FileSpan(span.source, 2000, 49).read()
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError, match="closed"):
+        P.FileSpan(OpenFile(-1), 0, 1).read()
 
 
 def test_digest_of_32_zero_bytes_is_rfc_vector() -> None:

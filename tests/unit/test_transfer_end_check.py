@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.agent.initiator import WriteData
+from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer._endpoints import Channel, PathSpec
 from reservoir.agent.transfer._engine import CopyError, CopyOptions, Run
@@ -42,8 +44,9 @@ class Disk:
     async def readinto(self, offset: int, view: memoryview) -> None:
         view[:] = await self.read(offset, len(view))
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def write(self, offset: int, data: WriteData) -> None:
         await asyncio.sleep(0)
+        assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
         if self.rotten and self.stuck:
             self.data[ROT.start : ROT.stop] = bytes(len(ROT))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.agent.initiator import WriteData
+from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer._endpoints import (
@@ -68,9 +70,10 @@ class Volume:
     async def readinto(self, offset: int, view: memoryview) -> None:
         view[:] = await self.read(offset, len(view))
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def write(self, offset: int, data: WriteData) -> None:
         if self.link is not None:
             await self.link.cross(len(data))
+        assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
 
     async def digest(self, offset: int, length: int) -> bytes | None:

@@ -7,11 +7,13 @@ import os
 
 import pytest
 
-from reservoir.agent.initiator import ConnectionLostError
+from reservoir.agent.initiator import ConnectionLostError, WriteData
+from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import receipt_digest
 from reservoir.agent.transfer import Extent, Queues, ServerPair, make_plan, root_hash
 from reservoir.agent.transfer._stream import (
     Dispatcher,
+    PieceHasher,
     Settings,
     StreamStats,
     StreamWorker,
@@ -70,7 +72,7 @@ class Memory:
     async def readinto(self, offset: int, view: memoryview) -> None:
         view[:] = await self.read(offset, len(view))
 
-    async def write(self, offset: int, data: bytes | memoryview) -> None:
+    async def write(self, offset: int, data: WriteData) -> None:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -80,6 +82,7 @@ class Memory:
         self.writes += 1
         if self.fail_after is not None and self.writes > self.fail_after:
             raise ConnectionLostError("dropped by the test")
+        assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
         self.received[offset] = (len(data), digest(data))
         if self.corrupt:
@@ -398,7 +401,7 @@ def test_a_receipt_of_other_data_is_a_mismatch_and_the_extent_is_resent() -> Non
     sink.keeps_receipts = True
     real_write = sink.write
 
-    async def garbled_once(offset: int, data: bytes | memoryview) -> None:
+    async def garbled_once(offset: int, data: WriteData) -> None:
         await real_write(offset, data)
         if sink.writes == 1:  # the receipt says it received something else
             sink.received[offset] = (len(data), digest(b"other"))
@@ -414,6 +417,19 @@ def test_the_one_pass_digests_are_the_extent_digest_and_the_receipt_digest() -> 
     whole, receipt = digests(data, EXTENT // 4, receipt=True)
     assert whole == digest(data) and receipt == receipt_digest(data, EXTENT // 4)
     assert digests(data, EXTENT // 4, receipt=False) == (digest(data), None)
+
+
+@pytest.mark.parametrize("chunk", [1, 4096, EXTENT // 4, EXTENT // 3 + 5, 3 * EXTENT])
+@pytest.mark.parametrize("receipt", [True, False])
+def test_piece_hasher_fed_in_chunks_of_any_size_says_what_digests_says(
+    chunk: int, receipt: bool
+) -> None:
+    data = bytearray(os.urandom(5 * EXTENT // 2 + 512))
+    hasher = PieceHasher(EXTENT // 4, receipt)
+    view = memoryview(data)
+    for at in range(0, len(view), chunk if chunk > 1 else 997):
+        hasher.update(view[at : at + (chunk if chunk > 1 else 997)])
+    assert hasher.digests() == digests(data, EXTENT // 4, receipt)
 
 
 def test_a_helper_stops_when_the_owner_of_the_extent_fails() -> None:
