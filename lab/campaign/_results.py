@@ -703,15 +703,34 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+MOVING = 0.01  # a stream moving 1% of its share of the goodput still carries data
+
+
 def stream_limits(run: Run) -> tuple[float | None, float | None, float | None]:
     """The means over every stream's samples of the shares of time it was idle (had
-    nothing to send), receive-window-limited and send-buffer-limited; None where no
-    sample says."""
-    samples = [s for st in run.streams for s in st.samples]
+    nothing to send), receive-window-limited and send-buffer-limited, while the copy
+    carried data (see :func:`data_samples`); None where no sample says."""
+    samples = data_samples(run)
     idle = [1.0 - s.busy for s in samples if s.busy is not None]
     rwnd = [s.rwnd_limited for s in samples if s.rwnd_limited is not None]
     sndbuf = [s.sndbuf_limited for s in samples if s.sndbuf_limited is not None]
     return _mean(idle), _mean(rwnd), _mean(sndbuf)
+
+
+def data_samples(run: Run) -> list[Sample]:
+    """Every stream's samples up to the last one in which some stream still moved data
+    (at least 1% of its share of the goodput): the steady state and the start, not the
+    end of a copy where it checks the whole destination and flushes, with nothing to
+    send by design."""
+    samples = [s for st in run.streams for s in st.samples]
+    if not run.streams or not run.goodput_bps:
+        return samples
+    moving = MOVING * run.goodput_bps / len(run.streams)
+    times = [s.t for s in samples if s.bps >= moving]
+    if not times:
+        return samples
+    end = max(times)
+    return [s for s in samples if s.t <= end]
 
 
 def summary_rows(result: CampaignRun) -> list[SummaryRow]:
@@ -860,6 +879,6 @@ def format_summary(rows: Sequence[SummaryRow]) -> str:
         "with the same streams (/best-peer; 1.3 on loopback), Jain >= 0.98 with the equalizer, "
         "failover lost < 1 s, path back < 2 s; idle, rwnd-lim, sndbuf-lim: shares of the "
         "streams' time with nothing to send, stalled on the receiver's window, stalled on "
-        "the send buffer (TCP_INFO)"
+        "the send buffer (TCP_INFO), while the copy carried data (not its end check)"
     )
     return "\n".join(lines)

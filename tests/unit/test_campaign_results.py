@@ -22,6 +22,7 @@ from reservoir.lab.campaign._results import (
     Scenario,
     Stream,
     Topology,
+    data_samples,
     format_summary,
     jain,
     run_jain,
@@ -458,6 +459,22 @@ def test_peer_runs_round_trip_through_json() -> None:
     r.events = [Event(0.0, "note", "xrdcp: 32 streams asked, 15 used")]
     result = campaign([r])
     assert CampaignRun.loads(result.dumps()) == result
+
+
+def test_the_end_of_a_copy_with_nothing_left_to_send_is_not_counted_idle() -> None:
+    """The seconds after the last data (the whole-destination check, the flush) have
+    idle streams by design: the shares are those of the seconds that carried data."""
+    sc = scenario("res-2", streams=2)
+    r = run(sc, seconds=4)
+    for st in r.streams:
+        for sample in st.samples:
+            sample.busy = 0.98
+        st.samples += [Sample(5.0, 12_000.0, busy=0.1), Sample(6.0, 0.0, busy=0.0)]
+    assert len(data_samples(r)) == 8
+    (row,) = summary_rows(campaign([r]))
+    assert row.idle == pytest.approx(0.02)
+    r.goodput_bps = 0.0  # nothing to say what "moving" is: every sample counts
+    assert stream_limits(r)[0] == pytest.approx((0.02 * 8 + 0.9 * 2 + 1.0 * 2) / 12)
 
 
 def test_summary_of_a_scenario_that_always_failed() -> None:
