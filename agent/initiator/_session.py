@@ -516,9 +516,23 @@ class Session:
                 if not future.done():
                     future.set_exception(lost)
         self.transport = None
+        if isinstance(exc, P.SpanError):
+            self._fail_unsendable(exc)
         if self._closing or self._recovering is not None:
             return
         self._recovering = asyncio.get_running_loop().create_task(self._recover())
+
+    def _fail_unsendable(self, exc: P.SpanError) -> None:
+        """The writes whose data is a span its file can no longer give (closed, or
+        shrunk under it) fail with ``exc`` instead of being sent again."""
+        for itt, task in list(self.tasks.items()):
+            span = task.data_out
+            if isinstance(span, P.FileSpan) and not span.available():
+                del self.tasks[itt]
+                if task in self.waiting:
+                    self.waiting.remove(task)
+                if not task.future.done():
+                    task.future.set_exception(exc)
 
     async def _recover(self) -> None:
         """ERL 0 (RFC 7143 §7.1.4.3): log in again with the same ISID and TSIH 0 (which

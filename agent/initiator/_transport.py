@@ -74,6 +74,7 @@ class TcpTransport(asyncio.BufferedProtocol):
         self._lost = False
         self._sock: socket.socket | None = None  # a duplicate descriptor, see socket()
         self._writer: SocketWriter | None = None
+        self._cause: OSError | None = None  # why the writer gave the connection up
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
@@ -97,7 +98,7 @@ class TcpTransport(asyncio.BufferedProtocol):
             self._sock = None
         if not self._lost:
             self._lost = True
-            self.sink.transport_lost(exc)
+            self.sink.transport_lost(self._cause or exc)
 
     def send(self, pdu: P.Pdu) -> None:
         if self._lost or (self.outgoing_filter is not None and not self.outgoing_filter(pdu)):
@@ -131,9 +132,11 @@ class TcpTransport(asyncio.BufferedProtocol):
 
     def _write_failed(self, exc: OSError) -> None:
         """The connection cannot carry what was queued: broken, as a network failure
-        would break it; the session recovers (or fails) from transport_lost."""
+        would break it; the session hears why from transport_lost (a
+        :class:`P.SpanError` fails the commands whose data is gone, see Session)."""
         if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
             log.warning("connection to the target given up: %s", exc)
+        self._cause = exc
         self.drop()
 
     def set_digests(self, header: bool, data: bool) -> None:

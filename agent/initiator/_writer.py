@@ -9,7 +9,8 @@ socket cannot take now waits, in order, for it to be writable again.
 
 A span whose file was closed, or that ends before its length (the file shrank),
 cannot be sent: the PDU header already promised its bytes, so the connection is
-given up (:attr:`SocketWriter.failed` is called) and nothing is sent in their place.
+given up (``failed`` is told, with a :class:`SpanError`) and nothing is sent in
+their place.
 Where the kernel refuses sendfile on the socket, spans are read and sent as buffers.
 """
 
@@ -108,11 +109,8 @@ class SocketWriter:
         if not self.sendfile:
             self._queue[0] = span.read()
             return True
-        fd = span.source.fileno()
-        if fd < 0:
-            raise OSError(errno.EBADF, "the file a data segment is sent from was closed")
         try:
-            sent = os.sendfile(self._fd, fd, span.offset, span.length)
+            sent = os.sendfile(self._fd, span.fileno(), span.offset, span.length)
         except BlockingIOError:
             return False
         except OSError as exc:
@@ -121,9 +119,7 @@ class SocketWriter:
             self.sendfile = False
             return True
         if sent == 0:
-            raise OSError(
-                errno.EIO, f"the source ends before byte {span.offset + span.length}: it shrank"
-            )
+            raise span.short()
         if sent == span.length:
             self._queue.popleft()
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -182,14 +183,40 @@ class FileSpan:
 
     def read(self) -> bytes:
         """The span's bytes (for a transport that cannot send from the file);
-        OSError when the file is closed or ends before the span does."""
+        :class:`SpanError` when the file is closed or ends before the span does."""
+        data = os.pread(self.fileno(), self.length, self.offset)
+        if len(data) != self.length:
+            raise self.short()
+        return data
+
+    def fileno(self) -> int:
+        """The file's descriptor; :class:`SpanError` once it is closed."""
         fd = self.source.fileno()
         if fd < 0:
-            raise OSError(errno.EBADF, "the file a data segment is sent from was closed")
-        data = os.pread(fd, self.length, self.offset)
-        if len(data) != self.length:
-            raise OSError(errno.EIO, f"the file ends before byte {self.offset + self.length}")
-        return data
+            raise SpanError(errno.EBADF, "the file a data segment is sent from was closed", self)
+        return fd
+
+    def short(self) -> SpanError:
+        """The error of a span its file ends before."""
+        return SpanError(errno.EIO, f"the file ends before byte {self.offset + self.length}", self)
+
+    def available(self) -> bool:
+        """Whether the file is open and holds the whole span (a regular file's size
+        says; a device is taken to)."""
+        fd = self.source.fileno()
+        if fd < 0:
+            return False
+        st = os.fstat(fd)
+        return not stat.S_ISREG(st.st_mode) or st.st_size >= self.offset + self.length
+
+
+class SpanError(OSError):
+    """A data segment's file could not give its bytes: closed, or shorter than the
+    span (it shrank). The PDU that promised them cannot be completed."""
+
+    def __init__(self, code: int, message: str, span: FileSpan) -> None:
+        super().__init__(code, message)
+        self.span = span
 
 
 @dataclass(slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from reservoir.agent.initiator._transport import (
     tcp_connect,
     with_congestion,
 )
+from reservoir.agent.iscsi.pdu import SpanError
 from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL, tcp_info
@@ -204,6 +205,8 @@ def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
         raise CopyError(_scsi_failure(exc, dests)) from exc
     except StorageError as exc:
         raise CopyError(_storage_failure(exc, source)) from exc
+    except SpanError as exc:  # the source, sent from its file, could not give its bytes
+        raise CopyError(_source_failure(source, exc.strerror)) from exc
     except (InitiatorError, OSError) as exc:
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -215,13 +218,19 @@ def _storage_failure(exc: StorageError, source: str) -> str:
     """One line for a local volume that failed; a source read that failed because
     the file is now shorter than the copy says so."""
     if exc.operation == "read" and exc.filename == source:
-        with contextlib.suppress(OSError):
-            now = os.stat(source).st_size
-            return (
-                f"the source {source} could not be read ({exc.strerror}): it is now "
-                f"{mib(now)}; a source must not shrink while it is copied"
-            )
+        return _source_failure(source, exc.strerror, f"StorageError: {exc}")
     return f"StorageError: {exc}"
+
+
+def _source_failure(source: str, why: str | None, otherwise: str = "") -> str:
+    """The source could not be read: in words where it is now shorter."""
+    with contextlib.suppress(OSError):
+        now = os.stat(source).st_size
+        return (
+            f"the source {source} could not be read ({why}): it is now "
+            f"{mib(now)}; a source must not shrink while it is copied"
+        )
+    return otherwise or f"the source {source} could not be read ({why})"
 
 
 def _scsi_failure(exc: ScsiError, dests: Sequence[str]) -> str:

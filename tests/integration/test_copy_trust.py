@@ -21,6 +21,7 @@ from reservoir.agent.control.copies import CopyManager
 from reservoir.agent.control.models import CapsBase, CopyCreate, CopyState
 from reservoir.agent.initiator import ScsiError, Session
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
+from reservoir.agent.transfer._stream import PieceHasher
 from reservoir.lab.peers import ReservoirTarget, reservoir_command
 
 pytestmark = pytest.mark.integration
@@ -263,6 +264,38 @@ def test_a_source_that_shrinks_during_the_copy_fails_in_words_without_a_tracebac
     assert [
         r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR
     ] == []
+
+
+def test_a_source_that_shrinks_between_hash_and_send_fails_in_words(
+    tmp_path: Path,
+    source: Path,
+    target: ReservoirTarget,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The source is cut short after its third extent was hashed and before it is
+    sent from the file: the copy fails saying so, and nothing is sent in its place."""
+    hashed = 0
+    real = PieceHasher.digests
+
+    def then_shrink(self: PieceHasher) -> tuple[bytes, bytes | None]:
+        nonlocal hashed
+        hashed += 1
+        if hashed == 3:
+            os.truncate(source, EXTENT)
+        return real(self)
+
+    monkeypatch.setattr(PieceHasher, "digests", then_shrink)
+    with caplog.at_level(logging.DEBUG), pytest.raises(CopyError) as failed:
+        asyncio.run(copy(str(source), target.url(0), options(tmp_path)))
+    # the send that found the file short, or another stream's hashing read, says it
+    why = "(the file ends before byte [0-9]+|read failed: unexpected end of file)"
+    assert re.fullmatch(
+        f"the source {re.escape(str(source))} could not be read \\({why}\\): "
+        "it is now 4 MiB; a source must not shrink while it is copied",
+        str(failed.value),
+    ), str(failed.value)
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 def test_copy_release_ends_the_hold_of_a_copy_given_up(

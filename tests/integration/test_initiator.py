@@ -152,6 +152,32 @@ def test_writes_from_file_spans_arrive_whole(
     assert b"".join(back) == source.read_bytes()
 
 
+def test_a_write_from_a_span_its_file_cannot_give_fails_and_the_session_goes_on(
+    ours: ReservoirTarget, tmp_path: Path
+) -> None:
+    """The span ends past its file (it shrank): that write fails with SpanError at
+    once (the connection it broke is reinstated, not the write reissued), and the
+    session carries the next commands."""
+    source = tmp_path / "source.img"
+    source.write_bytes(os.urandom(CHUNK))
+    opened = OpenFile(source)
+
+    async def run() -> tuple[P.SpanError, bytes]:
+        session = await Session.open(ours.host, ours.port, ours.iqn, initiator_name=ME)
+        async with session:
+            with pytest.raises(P.SpanError) as failed:
+                await session.write(0, 0, P.FileSpan(opened, 0, 2 * CHUNK))
+            await session.write(0, 0, P.FileSpan(opened, 0, CHUNK))
+            return failed.value, await session.read(0, 0, CHUNK // BLOCK)
+
+    try:
+        error, back = asyncio.run(asyncio.wait_for(run(), 20))
+    finally:
+        os.close(opened.fd)
+    assert f"the file ends before byte {2 * CHUNK}" in str(error)
+    assert back == source.read_bytes()
+
+
 def test_writes_from_file_spans_into_tgt(tmp_path: Path) -> None:
     """tgt parses what sendfile sent: the PDU framing is not only ours."""
     source = tmp_path / "source.img"

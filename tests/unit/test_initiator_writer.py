@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.initiator._writer import SocketWriter
-from reservoir.agent.iscsi.pdu import FileSpan, Segment
+from reservoir.agent.iscsi.pdu import FileSpan, Segment, SpanError
 
 CONTENT = bytes(range(256)) * 4096  # 1 MiB, every offset distinguishable
 
@@ -152,7 +152,7 @@ def test_a_span_past_the_end_of_its_file_fails_after_the_bytes_that_exist(
 
     assert asyncio.run(run()) == CONTENT[-100:]
     assert len(failures) == 1 and failures[0].errno == errno.EIO
-    assert "shrank" in str(failures[0])
+    assert isinstance(failures[0], SpanError) and "the file ends before byte" in str(failures[0])
 
 
 def test_where_the_kernel_refuses_sendfile_spans_are_read_and_sent(
