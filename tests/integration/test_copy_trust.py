@@ -241,6 +241,24 @@ def test_a_destination_lun_out_of_space_is_said_in_words(
     assert "ERROR" in said and "out of space: the LUN's backing volume is full" in said
 
 
+# whichever read met the end first says so: a read into memory, the hashing of an
+# extent sent from the file, or its send (sendfile) finding the file short
+SHRUNK_READS = (
+    "read failed: no progress \\(end of file\\?\\)",
+    "read failed: unexpected end of file",
+    "the file ends before byte [0-9]+",
+)
+
+
+def assert_says_it_shrank(source: Path, message: str) -> None:
+    why = "|".join(SHRUNK_READS)
+    assert re.fullmatch(
+        f"the source {re.escape(str(source))} could not be read \\(({why})\\): "
+        "it is now 4 MiB; a source must not shrink while it is copied",
+        message,
+    ), message
+
+
 def test_a_source_that_shrinks_during_the_copy_fails_in_words_without_a_traceback(
     tmp_path: Path, source: Path, target: ReservoirTarget, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -254,13 +272,7 @@ def test_a_source_that_shrinks_during_the_copy_fails_in_words_without_a_tracebac
     with caplog.at_level(logging.DEBUG), pytest.raises(CopyError) as failed:
         asyncio.run(scenario())
     gc.collect()  # a future's unretrieved exception is logged when it is collected
-    # read into memory or hashed before it is sent from the file: either read says so
-    reads = "(no progress \\(end of file\\?\\)|unexpected end of file)"
-    assert re.fullmatch(
-        f"the source {re.escape(str(source))} could not be read \\(read failed: {reads}\\): "
-        "it is now 4 MiB; a source must not shrink while it is copied",
-        str(failed.value),
-    ), str(failed.value)
+    assert_says_it_shrank(source, str(failed.value))
     assert [
         r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR
     ] == []
@@ -288,13 +300,7 @@ def test_a_source_that_shrinks_between_hash_and_send_fails_in_words(
     monkeypatch.setattr(PieceHasher, "digests", then_shrink)
     with caplog.at_level(logging.DEBUG), pytest.raises(CopyError) as failed:
         asyncio.run(copy(str(source), target.url(0), options(tmp_path)))
-    # the send that found the file short, or another stream's hashing read, says it
-    why = "(the file ends before byte [0-9]+|read failed: unexpected end of file)"
-    assert re.fullmatch(
-        f"the source {re.escape(str(source))} could not be read \\({why}\\): "
-        "it is now 4 MiB; a source must not shrink while it is copied",
-        str(failed.value),
-    ), str(failed.value)
+    assert_says_it_shrank(source, str(failed.value))
     assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
