@@ -46,24 +46,19 @@ def digest(data: bytes | bytearray | memoryview) -> bytes:
 
 def digests(data: bytearray, piece: int, receipt: bool) -> tuple[bytes, bytes | None]:
     """The extent's digest and, with ``receipt``, what the destination's receipts of
-    its ``piece``-byte writes should say (:func:`receipt_digest`), in one pass: each
-    piece is hashed for the receipt while it is still in the CPU's cache (on this
-    machine 5.9 GiB/s against 4.4 for two passes over an 8 MiB extent)."""
-    if not receipt:
-        return digest(data), None
-    whole = xxhash.xxh3_128()
-    view = memoryview(data)
-    parts = []
-    for at in range(0, len(view), piece):
-        part = view[at : at + piece]
-        whole.update(part)
-        parts.append(digest(part))
-    return whole.digest(), digest(b"".join(parts))
+    its ``piece``-byte writes should say (:func:`receipt_digest`), in one pass
+    (:class:`PieceHasher`)."""
+    hasher = PieceHasher(piece, receipt)
+    hasher.update(memoryview(data))
+    return hasher.digests()
 
 
 class PieceHasher:
-    """What :func:`digests` computes, fed in order in chunks of any size (a range
-    read back from a file by :meth:`Volume.hash_range`, in a worker thread)."""
+    """An extent's digest and the digest its receipts should have, fed in order in
+    chunks of any size (a whole extent buffer, or a range read back from a file by
+    :meth:`Volume.hash_range` in a worker thread). Each piece is hashed for the
+    whole and for its receipt while it is still in the CPU's cache (on this machine
+    5.9 GiB/s against 4.4 for two passes over an 8 MiB extent)."""
 
     def __init__(self, piece: int, receipt: bool) -> None:
         self.piece, self.receipt = piece, receipt
@@ -73,9 +68,12 @@ class PieceHasher:
         self.parts: list[bytes] = []
 
     def update(self, data: memoryview, /) -> None:
-        self.whole.update(data)
-        while self.receipt and len(data):
+        if not self.receipt:
+            self.whole.update(data)
+            return
+        while len(data):
             take = min(self.piece - self.part_bytes, len(data))
+            self.whole.update(data[:take])
             self.part.update(data[:take])
             self.part_bytes += take
             data = data[take:]
