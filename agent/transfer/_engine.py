@@ -206,7 +206,8 @@ def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
     except StorageError as exc:
         raise CopyError(_storage_failure(exc, source)) from exc
     except SpanError as exc:  # the source, sent from its file, could not give its bytes
-        raise CopyError(_source_failure(source, exc.strerror)) from exc
+        why = _shrunk_source(source, exc.strerror)
+        raise CopyError(why or f"the source {source} could not be read ({exc.strerror})") from exc
     except (InitiatorError, OSError) as exc:
         raise CopyError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -217,20 +218,22 @@ OUT_OF_SPACE = (0x7, 0x27, 0x07)  # DATA PROTECT, SPACE ALLOCATION FAILED WRITE 
 def _storage_failure(exc: StorageError, source: str) -> str:
     """One line for a local volume that failed; a source read that failed because
     the file is now shorter than the copy says so."""
+    shrunk = None
     if exc.operation == "read" and exc.filename == source:
-        return _source_failure(source, exc.strerror, f"StorageError: {exc}")
-    return f"StorageError: {exc}"
+        shrunk = _shrunk_source(source, exc.strerror)
+    return shrunk or f"StorageError: {exc}"
 
 
-def _source_failure(source: str, why: str | None, otherwise: str = "") -> str:
-    """The source could not be read: in words where it is now shorter."""
+def _shrunk_source(source: str, why: str | None) -> str | None:
+    """The source could not be read (``why``), in words with its size now; None
+    where even its size cannot be had."""
     with contextlib.suppress(OSError):
         now = os.stat(source).st_size
         return (
             f"the source {source} could not be read ({why}): it is now "
             f"{mib(now)}; a source must not shrink while it is copied"
         )
-    return otherwise or f"the source {source} could not be read ({why})"
+    return None
 
 
 def _scsi_failure(exc: ScsiError, dests: Sequence[str]) -> str:
