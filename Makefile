@@ -3,7 +3,7 @@
 
 STAMP := .venv/.installed
 SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
-	$(wildcard lab/delayline/*.c) $(wildcard kmod-pacing/bpf/*.c) \
+	$(wildcard lab/delayline/*.c) $(wildcard kmod-pacing/pacing/bpf/*.c) \
 	web/package-lock.json web/build.mjs $(wildcard web/src/* web/src/views/*)
 
 install:            ## Debian packages, .venv with reservoir, C extension built
@@ -46,8 +46,8 @@ bench-equalizer: $(STAMP)  ## 16 streams, 60 and 200 ms paths, one shared bottle
 	.venv/bin/python -m reservoir.lab.bench_equalizer
 
 fmt: $(STAMP)
-	.venv/bin/ruff format reservoir agent lab server kmod-pacing tests
-	.venv/bin/ruff check --fix reservoir agent lab server kmod-pacing tests
+	.venv/bin/ruff format reservoir agent lab server kmod-pacing config web scripts tests setup.py
+	.venv/bin/ruff check --fix reservoir agent lab server kmod-pacing config web scripts tests setup.py
 
 clean:
 	rm -rf build *.egg-info .mypy_cache .ruff_cache .pytest_cache agent/storage/*.so

@@ -1,4 +1,10 @@
-"""Build of the optional io_uring extension; pyproject.toml holds the project metadata.
+"""The package list and the optional io_uring extension; pyproject.toml holds the rest.
+
+pyproject.toml maps each import package onto its folder (``reservoir.agent`` is
+agent/); :func:`packages` lists every package below those roots, so a new folder
+with an ``__init__.py`` is packaged without being named anywhere.  A wheel (not an
+editable install) needs the built dashboard, web/dist: :class:`BuildPy` refuses to
+build one without it rather than ship a coordinator whose / answers 503.
 
 The extension ``reservoir.agent.storage._uring`` is built only when a tiny program
 using liburing compiles and links here (like liburing's configure or psutil's
@@ -16,10 +22,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import tomllib
 from typing import Any
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 EXT_NAME = "reservoir.agent.storage._uring"
 EXT_SOURCES = ["agent/storage/_uring.c"]
@@ -116,4 +124,38 @@ class OptionalBuildExt(build_ext):
             log(f"building {ext.name} failed ({exc}); threads backend only")
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+def package_dirs() -> dict[str, str]:
+    """pyproject.toml's [tool.setuptools.package-dir]: import package -> folder."""
+    with open("pyproject.toml", "rb") as f:
+        return dict(tomllib.load(f)["tool"]["setuptools"]["package-dir"])
+
+
+def packages() -> list[str]:
+    """Every package under the mapped roots (the roots themselves included)."""
+    found = []
+    for name, folder in package_dirs().items():
+        found.append(name)
+        found.extend(f"{name}.{sub}" for sub in find_packages(folder, exclude=SKIP))
+    return sorted(set(found))
+
+
+class BuildPy(build_py):
+    """build_py that will not make a wheel without the dashboard it serves."""
+
+    def run(self) -> None:
+        if not getattr(self, "editable_mode", False) and not os.path.isfile(DASHBOARD):
+            raise SystemExit(
+                f"setup.py: {DASHBOARD} is missing: build the dashboard first "
+                "(make install, or npm ci && npm run build in web/)"
+            )
+        super().run()
+
+
+DASHBOARD = "web/dist/index.html"
+SKIP = ["node_modules", "node_modules.*"]
+
+setup(
+    packages=packages(),
+    ext_modules=extensions(),
+    cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPy},
+)

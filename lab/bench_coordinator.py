@@ -51,8 +51,9 @@ from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process
 from reservoir.lab.spec import SpecError, load
+from reservoir.shipped import config_dir
 
-DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "config/lab/lfn-2x500m-100ms.toml"
+DEFAULT_SPEC = config_dir() / "lab/lfn-2x500m-100ms.toml"
 MiB = 1 << 20
 STRIPE_UNIT = 4 * MiB
 KILL_AT, RESTART_AFTER = 0.40, 2.0

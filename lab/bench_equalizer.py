@@ -44,8 +44,9 @@ from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process
 from reservoir.lab.spec import SpecError, load
 from reservoir.server.equalizer import jain
+from reservoir.shipped import config_dir
 
-SPEC = Path(__file__).resolve().parent.parent / "config/lab/equalizer-60-200ms.toml"
+SPEC = config_dir() / "lab/equalizer-60-200ms.toml"
 MiB = 1 << 20
 BOTTLENECK_BPS = 500e6
 PAYLOAD = BOTTLENECK_BPS * 1448 / 1514

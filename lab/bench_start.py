@@ -54,8 +54,9 @@ from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError
 from reservoir.lab.spec import Spec, SpecError, load
+from reservoir.shipped import config_dir
 
-DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "config/lab/lfn-2x500m-100ms.toml"
+DEFAULT_SPEC = config_dir() / "lab/lfn-2x500m-100ms.toml"
 MiB = 1 << 20
 EXTENT = 4 * MiB
 IDLE_RESTART = "net.ipv4.tcp_slow_start_after_idle"

@@ -18,9 +18,11 @@ from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
+from reservoir.shipped import dashboard_dir
+
 __all__ = ["DIST", "mount"]
 
-DIST = Path(__file__).resolve().parent.parent / "web" / "dist"
+DIST = dashboard_dir()
 NOT_BUILT = (
     "The Reservoir dashboard is not built on this coordinator: run `make install` "
     "(it runs `npm ci` and `npm run build` in web/). The API is at /api/v1.\n"

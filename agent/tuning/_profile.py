@@ -44,7 +44,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "config" / "tuning"
+from reservoir.shipped import config_dir
+
+PROFILE_DIR = config_dir() / "tuning"
 
 MTU_MIN = 68
 MTU_MAX = 65535

@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 
 from reservoir.lab.delayline import cache_dir
+from reservoir.shipped import source
 
-SOURCE = Path(__file__).resolve().parent.parent / "bpf" / "cwnd_clamp.bpf.c"
+SOURCE = source("reservoir.pacing", "bpf", "cwnd_clamp.bpf.c")
 OBJECT_NAME = "cwnd_clamp.bpf.o"
 # The multiarch include dir holds asm/types.h, which linux/bpf.h needs under -target bpf.
 CFLAGS = ("-O2", "-g", "-Wall", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu")

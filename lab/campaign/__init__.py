@@ -18,7 +18,7 @@ from reservoir.lab.campaign._matrix import DIMENSIONS, Matrix
 from reservoir.lab.campaign._scenario import Event, Scenario
 from reservoir.lab.campaign._spec import (
     CAMPAIGN_DIR,
-    REPO_ROOT,
+    DATA_ROOT,
     Campaign,
     CampaignError,
     load,
@@ -29,8 +29,8 @@ from reservoir.lab.campaign._topology import Topology
 
 __all__ = [
     "CAMPAIGN_DIR",
+    "DATA_ROOT",
     "DIMENSIONS",
-    "REPO_ROOT",
     "Campaign",
     "CampaignError",
     "Event",

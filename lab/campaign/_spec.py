@@ -38,9 +38,10 @@ from reservoir.lab.campaign._events import check_events, parse_events
 from reservoir.lab.campaign._matrix import Matrix, parse_matrix, parse_quick
 from reservoir.lab.campaign._scenario import PEERS, Event, Scenario
 from reservoir.lab.campaign._topology import Topology, parse_topology
+from reservoir.shipped import config_dir, data_root
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CAMPAIGN_DIR = REPO_ROOT / "config" / "campaigns"
+DATA_ROOT = data_root()
+CAMPAIGN_DIR = config_dir() / "campaigns"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 KEYS = ("name", "description", "repetitions", "baseline", "topology", "matrix", "event", "quick")
 BASELINES = ("iperf3",)
@@ -102,9 +103,10 @@ def shipped() -> list[Path]:
     return sorted(CAMPAIGN_DIR.glob("*.toml"))
 
 
-def load(path: Path, root: Path = REPO_ROOT) -> Campaign:
+def load(path: Path, root: Path = DATA_ROOT) -> Campaign:
     """Read and validate a campaign file; its ``name`` must be the file's name. Lab spec
-    files are relative to ``root``, the repository."""
+    files are relative to ``root``, the folder holding config/ (the checkout, or the
+    installed package)."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -118,7 +120,7 @@ def load(path: Path, root: Path = REPO_ROOT) -> Campaign:
         raise CampaignError(f"{path}:\n{e}") from e
 
 
-def parse(data: dict[str, Any], root: Path = REPO_ROOT, name: str | None = None) -> Campaign:
+def parse(data: dict[str, Any], root: Path = DATA_ROOT, name: str | None = None) -> Campaign:
     """Validate a campaign already read from TOML; ``name``, if given, is the name the
     file must carry."""
     errors: list[str] = []

@@ -11,7 +11,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().with_name("dline.c")
+from reservoir.shipped import source
+
+SOURCE = source("reservoir.lab.delayline", "dline.c")
 CFLAGS = ("-Wall", "-Wextra", "-Werror", "-O2", "-pthread")
 
 

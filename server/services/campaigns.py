@@ -144,11 +144,11 @@ def results(session: Session, run_id: str) -> dict[str, Any]:
 
 def available() -> list[CampaignAvailable]:
     """Every file of config/campaigns, with its scenario counts and time estimates."""
-    from reservoir.lab.campaign import REPO_ROOT, CampaignError, load, shipped
+    from reservoir.lab.campaign import DATA_ROOT, CampaignError, load, shipped
 
     out = []
     for path in shipped():
-        file = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+        file = path.relative_to(DATA_ROOT) if path.is_relative_to(DATA_ROOT) else path
         entry: dict[str, Any] = {"name": path.stem, "file": str(file)}
         try:
             c = load(path)
@@ -172,7 +172,7 @@ def resolve(name: str) -> Path:
     """A shipped campaign by name (``loopback``), file name (``loopback.toml``) or path
     under config/campaigns (relative to the repository, or absolute); 422 otherwise,
     listing the shipped ones."""
-    from reservoir.lab.campaign import CAMPAIGN_DIR, REPO_ROOT, shipped
+    from reservoir.lab.campaign import CAMPAIGN_DIR, DATA_ROOT, shipped
 
     text = name.strip()
     names = {p.stem: p for p in shipped()}
@@ -181,7 +181,7 @@ def resolve(name: str) -> Path:
     home = CAMPAIGN_DIR.resolve()
     try:
         given = Path(text)
-        for candidate in (home / given, REPO_ROOT / given):
+        for candidate in (home / given, DATA_ROOT / given):
             found = candidate.resolve()
             if found.suffix == ".toml" and found.is_relative_to(home) and found.is_file():
                 return found

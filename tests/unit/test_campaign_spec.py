@@ -765,7 +765,7 @@ def test_estimate_bounds_loss_based_cc_by_mathis() -> None:
 
 def test_public_names_are_exactly_all() -> None:
     assert set(campaign.__all__) == {
-        "CAMPAIGN_DIR", "DIMENSIONS", "REPO_ROOT", "Campaign", "CampaignError", "Event",
+        "CAMPAIGN_DIR", "DIMENSIONS", "DATA_ROOT", "Campaign", "CampaignError", "Event",
         "Matrix", "Scenario", "Topology", "load", "parse", "shipped",
     }  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)
