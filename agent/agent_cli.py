@@ -30,7 +30,7 @@ def register(sub: Sub) -> None:
         description="Apply a host tuning profile in this network namespace, or revert "
         "to the values from before. Exit 0: applied; 3: something refused; 2: bad profile.",
     )
-    from reservoir.agent.tuning import add_tune_arguments
+    from reservoir.agent.tuning.cli import add_tune_arguments
 
     add_tune_arguments(t)
     t.set_defaults(func=tune)
@@ -60,7 +60,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def tune(args: argparse.Namespace) -> int:
-    from reservoir.agent.tuning import run_tune
+    from reservoir.agent.tuning.cli import run_tune
 
     return run_tune(args)
 

@@ -36,7 +36,7 @@ def lay_out() -> dict[str, str]:
         if name == "reservoir":
             where.mkdir(parents=True)
             for entry in (ROOT / folder).iterdir():
-                if entry.suffix in (".py", ".typed"):
+                if entry.name != "__pycache__":
                     (where / entry.name).symlink_to(entry)
         else:
             where.symlink_to(ROOT / folder, target_is_directory=True)

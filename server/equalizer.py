@@ -53,6 +53,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reservoir.common.fairness import jain
+
 HEADERS = 52  # IPv4 + TCP with timestamps: MSS = MTU - 52
 
 
@@ -126,15 +128,6 @@ class Decision:
     aggregate: float  # bytes per second, smoothed
     multiplier: float
     reason: str
-
-
-def jain(rates: Iterable[float]) -> float:
-    """Jain's fairness index: 1 when all equal, 1/n when one stream has everything."""
-    values = list(rates)
-    square_sum = sum(r * r for r in values)
-    if not values or square_sum == 0:
-        return 1.0
-    return sum(values) ** 2 / (len(values) * square_sum)
 
 
 @dataclass(frozen=True, slots=True)

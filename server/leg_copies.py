@@ -36,9 +36,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from reservoir.common.placement import placement
 from reservoir.server.agent_client import AgentRef
 from reservoir.server.pacing import copy_caps, link_sharing
-from reservoir.server.placement import placement
 from reservoir.server.tables import Agent, AgentVolume, Link, Transfer, TransferLeg, VolumeSet
 
 __all__ = [

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir import __version__
-from reservoir.agent.http_boundary import BodyLimit, protect
+from reservoir.common.http_boundary import BodyLimit, protect
 from reservoir.server import db, web
 from reservoir.server.agent_client import TIMEOUT as AGENT_TIMEOUT
 from reservoir.server.agent_client import HttpAgentClient, OneShotVolumeLister, VolumeLister
@@ -145,7 +145,7 @@ def _protect(
     sessions: sessionmaker[Session],
 ) -> None:
     """Bodies bounded (larger for the campaign upload), tokens checked before a body is
-    read, NaN refused, 422s without the input: ``reservoir.agent.http_boundary``."""
+    read, NaN refused, 422s without the input: ``reservoir.common.http_boundary``."""
     upload = BodyLimit(settings.max_upload_bytes, "max_upload_bytes")
     protect(
         app,

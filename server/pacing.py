@@ -34,9 +34,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from reservoir.common.placement import placement
 from reservoir.pacing import NicSpec, PacingPlan, StreamSpec
 from reservoir.server.models import PacingPolicy
-from reservoir.server.placement import placement
 from reservoir.server.probe import recommended_nic_rates
 from reservoir.server.tables import Agent, Link
 

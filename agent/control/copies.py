@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from reservoir.agent import store
 from reservoir.agent.control.models import (
     CapsBase,
     CopyCreate,
@@ -46,10 +45,17 @@ from reservoir.agent.control.telemetry import TelemetryTail, read_tail
 from reservoir.agent.control.volumes import Volumes
 from reservoir.agent.initiator import Session, SessionPool
 from reservoir.agent.telemetry import Record
-from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress
+from reservoir.agent.transfer import (
+    Capper,
+    CopyError,
+    CopyOptions,
+    CopySummary,
+    Progress,
+    StreamCaps,
+)
 from reservoir.agent.transfer import copy as engine_copy
 from reservoir.agent.transfer import release as engine_release
-from reservoir.agent.transfer._caps import Capper, StreamCaps
+from reservoir.common import store
 
 __all__ = [
     "CopyFn",

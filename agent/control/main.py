@@ -11,7 +11,7 @@ from reservoir import __version__
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.api.deps import require_token, token_problem
 from reservoir.agent.control.api.routes import copies, health, info, iperf, volumes
-from reservoir.agent.http_boundary import BodyLimit, protect
+from reservoir.common.http_boundary import BodyLimit, protect
 
 __all__ = ["API_PREFIX", "create_app"]
 

@@ -34,12 +34,21 @@ from reservoir.agent.initiator._reservation import (
     pr_reserve,
 )
 from reservoir.agent.initiator._session import RecoveryPolicy, Session
-from reservoir.agent.initiator._transport import PduSink, PduTransport, TcpTransport
+from reservoir.agent.initiator._transport import (
+    Connector,
+    PduSink,
+    PduTransport,
+    TcpTransport,
+    mptcp_connect,
+    tcp_connect,
+    with_congestion,
+)
 
 __all__ = [
     "WRITE_EXCLUSIVE_REGISTRANTS_ONLY",
     "CommandTimeout",
     "ConnectionLostError",
+    "Connector",
     "DiscoveredTarget",
     "InitiatorError",
     "LoginError",
@@ -63,10 +72,13 @@ __all__ = [
     "discover",
     "hash_range",
     "hash_receipts",
+    "mptcp_connect",
     "pr_clear",
     "pr_read_keys",
     "pr_read_reservation",
     "pr_register",
     "pr_reserve",
     "supports_hash_range",
+    "tcp_connect",
+    "with_congestion",
 ]

@@ -7,6 +7,7 @@ MPTCP sockets, and JSON-lines telemetry (``_telemetry``).
 ...                      CopyOptions(streams=8))
 """
 
+from reservoir.agent.transfer._caps import Capper, StreamCaps
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
 from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy, release
@@ -17,6 +18,7 @@ from reservoir.agent.transfer._stream import StreamStats
 from reservoir.agent.transfer._summary import CopySummary, PathStats, format_summary, root_hash
 
 __all__ = [
+    "Capper",
     "Checkpoint",
     "CheckpointError",
     "CopyError",
@@ -33,6 +35,7 @@ __all__ = [
     "Queues",
     "RemoteLun",
     "ServerPair",
+    "StreamCaps",
     "StreamStats",
     "copy",
     "format_summary",

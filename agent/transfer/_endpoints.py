@@ -29,12 +29,14 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from reservoir.agent.initiator import (
+    Connector,
     InitiatorError,
     RecoveryPolicy,
     ScsiError,
     Session,
     SessionKey,
     SessionPool,
+    WriteData,
     chap_identity,
     device_designator,
     discover,
@@ -44,8 +46,6 @@ from reservoir.agent.initiator import (
     pr_register,
     supports_hash_range,
 )
-from reservoir.agent.initiator._commands import WriteData
-from reservoir.agent.initiator._transport import Connector
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
 from reservoir.agent.storage import Volume, open_volume, volume_identity

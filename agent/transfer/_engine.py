@@ -14,14 +14,12 @@ from pathlib import Path
 
 from reservoir.agent.aio import finish
 from reservoir.agent.initiator import (
+    Connector,
     InitiatorError,
     RecoveryPolicy,
     ScsiError,
     Session,
     SessionPool,
-)
-from reservoir.agent.initiator._transport import (
-    Connector,
     mptcp_connect,
     tcp_connect,
     with_congestion,

@@ -12,7 +12,7 @@ interface MTU, transmit queue length and interrupt coalescing (``[nic]``)::
 Each setting is reported ``changed`` (before -> after), ``unchanged``,
 ``refused`` (with the kernel's reason; the rest is still applied) or
 ``skipped`` (an optional setting this kernel lacks). The originals live in a
-state file per network namespace (see ``_state``). CLI: ``reservoir agent tune``.
+state file per network namespace (see ``_state``). CLI: ``reservoir agent tune`` (:mod:`.cli`).
 """
 
 from ._apply import (
@@ -27,7 +27,6 @@ from ._apply import (
     format_table,
     revert,
 )
-from ._cli import add_tune_arguments, run_tune
 from ._host import (
     Coalescer,
     Ethtool,
@@ -75,7 +74,6 @@ __all__ = [
     "StateError",
     "Sysctl",
     "SysctlSetting",
-    "add_tune_arguments",
     "apply_profile",
     "format_table",
     "load_profile",
@@ -85,6 +83,5 @@ __all__ = [
     "read_state",
     "resolve_profile",
     "revert",
-    "run_tune",
     "state_path",
 ]

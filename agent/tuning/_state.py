@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reservoir.agent import store
+from reservoir.common import store
 
 STATE_DIR = Path("/run/reservoir-tuning")
 STATE_VERSION = 1
@@ -106,7 +106,7 @@ def read_state(path: Path) -> Saved | None:
 
 
 def write_state(path: Path, saved: Saved, netns: int) -> None:
-    """Written atomically (:func:`reservoir.agent.store.write_json_atomic`); the file
+    """Written atomically (:func:`reservoir.common.store.write_json_atomic`); the file
     is removed instead when nothing is left to restore."""
     if not saved.entries:
         path.unlink(missing_ok=True)

@@ -1,7 +1,7 @@
 """One iperf3 run: memory to memory over the campaign's paths (design section 5).
 
 The streams are dealt to the paths as the coordinator deals a copy's
-(``server/placement.py``: in proportion to capacity; i mod k on equal paths): one
+(``reservoir/common/placement.py``: in proportion to capacity; i mod k on equal paths): one
 ``iperf3 -s -1`` in the destination per path, bound to its address there, and one
 client in the source per path, bound to its address, with that path's share of the
 streams (``-P``), the scenario's ``-C`` and ``-t``, and ``-J`` for per-second,
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reservoir import pacing
+from reservoir.common.placement import placement
 from reservoir.lab.campaign._results import Run
 from reservoir.lab.campaign._scenario import Event as Planned
 from reservoir.lab.campaign._scenario import Scenario
@@ -36,7 +37,6 @@ from reservoir.lab.campaign._telemetry import (
 )
 from reservoir.lab.campaign._timeline import PAYLOAD, Timeline, nic_rates, sampler
 from reservoir.lab.peers import stop_process
-from reservoir.server.placement import placement
 
 __all__ = ["legs", "paced", "run_iperf3"]
 

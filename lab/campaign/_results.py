@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from reservoir.server.equalizer import jain as _equalizer_jain
+from reservoir.common.fairness import jain
 
 __all__ = [
     "FORMAT_VERSION",
@@ -600,11 +600,6 @@ class CampaignRun:
 
 
 # --------------------------------------------------------------------------- figures
-
-
-def jain(rates: Iterable[float]) -> float:
-    """Jain's fairness index (the equalizer's): 1 when all equal, 1/n when one has all."""
-    return _equalizer_jain(rates)
 
 
 def _duration(run: Run) -> float:

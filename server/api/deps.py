@@ -139,7 +139,7 @@ def token_problem(
 ) -> str | None:
     """Why ``headers`` do not authenticate (the 401's detail), or None: what
     :func:`get_role` checks, from the headers alone, so the app's boundary checks it
-    before a body is read (``reservoir.agent.http_boundary``)."""
+    before a body is read (``reservoir.common.http_boundary``)."""
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return NO_TOKEN

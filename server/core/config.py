@@ -53,8 +53,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from reservoir.agent.listen import parse_listen  # one HOST:PORT rule
-from reservoir.agent.settings_file import SettingsFileError, describe, read_table
+from reservoir.common.listen import parse_listen  # one HOST:PORT rule
+from reservoir.common.settings_file import SettingsFileError, describe, read_table
 from reservoir.server.core import security
 
 __all__ = [

@@ -1,12 +1,12 @@
 """Bearer tokens: hashed at rest, compared in constant time, never logged.
 
-The rule is shared with the agent and lives in :mod:`reservoir.agent.tokens` (a small
+The rule is shared with the agent and lives in :mod:`reservoir.common.tokens` (a small
 layer-1 piece both sides import); this module keeps the coordinator's name for it.
 """
 
 from __future__ import annotations
 
-from reservoir.agent.tokens import (
+from reservoir.common.tokens import (
     HASH_PREFIX,
     check_spelling,
     generate_token,

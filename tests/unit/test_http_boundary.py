@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from reservoir.agent.control import Agent, AgentSettings
 from reservoir.agent.control.main import create_app as create_agent_app
-from reservoir.agent.http_boundary import (
+from reservoir.common.http_boundary import (
     MAX_ERRORS,
     NON_FINITE,
     JsonWatch,

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.common.fairness import jain
 from reservoir.server.equalizer import (
     Decision,
     Equalizer,
     EqualizerConfig,
     StreamSample,
-    jain,
 )
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "telemetry-lfn-2x500m-8streams.jsonl"

@@ -26,16 +26,15 @@ from reservoir.agent.tuning import (
     RefusedError,
     Report,
     Sysctl,
-    add_tune_arguments,
     apply_profile,
     format_table,
     parse_coalesce,
     parse_profile,
     read_state,
     revert,
-    run_tune,
     state_path,
 )
+from reservoir.agent.tuning.cli import add_tune_arguments, run_tune
 from reservoir.cli import build_parser
 
 NETNS = 4026531999

@@ -2,7 +2,7 @@
 
 Every route but ``/health`` needs ``Authorization: Bearer <token>`` with one of the
 configured tokens: the presented token is hashed and its digest compared in constant
-time with every configured digest (:mod:`reservoir.agent.tokens`); a refusal is 401
+time with every configured digest (:mod:`reservoir.common.tokens`); a refusal is 401
 with ``WWW-Authenticate: Bearer``. There are no scopes: a valid token may do everything.
 """
 
@@ -13,10 +13,10 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from starlette.datastructures import Headers
 
-from reservoir.agent import tokens
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.copies import CopyManager
 from reservoir.agent.control.core.config import AgentSettings
+from reservoir.common import tokens
 
 __all__ = ["AgentDep", "Authorized", "ManagerDep", "get_agent", "require_token", "token_problem"]
 
@@ -37,7 +37,7 @@ def _unauthorized(detail: str) -> HTTPException:
 
 def token_problem(headers: Headers, settings: AgentSettings) -> str | None:
     """Why ``headers`` do not authenticate (the 401's detail), or None. The app's
-    boundary asks this before a body is read (``reservoir.agent.http_boundary``)."""
+    boundary asks this before a body is read (``reservoir.common.http_boundary``)."""
     scheme, _, token = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return "a bearer token is required"

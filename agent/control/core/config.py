@@ -30,7 +30,7 @@ refuses to start without one, and a token shorter than 16 characters is refused.
 A token may be given as its digest ``sha256:<64 lowercase hex digits>`` (what
 ``reservoir server agent-credentials NAME`` prints for the coordinator's token): the
 agent keeps only digests in memory, plain tokens hashed at load
-(:mod:`reservoir.agent.tokens`). ``coordinator_token_file`` names the file holding the
+(:mod:`reservoir.common.tokens`). ``coordinator_token_file`` names the file holding the
 agent's heartbeat token towards the coordinator (printed by the same command).
 Without TLS the tokens cross the network in clear: ``serve`` warns when the API
 listens on another address than loopback without ``tls_cert``/``tls_key``.
@@ -53,9 +53,9 @@ from pydantic import (
     model_validator,
 )
 
-from reservoir.agent import tokens as token_rule
-from reservoir.agent.listen import parse_listen
-from reservoir.agent.settings_file import SettingsFileError, describe, read_table
+from reservoir.common import tokens as token_rule
+from reservoir.common.listen import parse_listen
+from reservoir.common.settings_file import SettingsFileError, describe, read_table
 
 __all__ = [
     "DEFAULT_LISTEN",

@@ -1,7 +1,7 @@
 """Small JSON files saved atomically: temp file (mode 0600), fsync, rename, fsync the folder.
 
-A module of its own (not under ``agent.control``) so that light users, the tuning
-profiles' state file among them, do not import the whole agent."""
+Light users, the tuning profiles' state file among them, import this alone, not the
+whole agent."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Streams dealt to links in proportion to their capacities (server/placement.py)."""
+"""Streams dealt to links in proportion to their capacities (reservoir/common/placement.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from reservoir.server.placement import placement
+from reservoir.common.placement import placement
 
 
 def test_sc2003_paths_get_streams_in_proportion_to_capacity() -> None:

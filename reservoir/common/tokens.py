@@ -1,12 +1,13 @@
 """Bearer tokens at rest: SHA-256 digests, compared in constant time, never logged.
 
-One rule for the agent's and the coordinator's settings (a module of its own, so the
-coordinator does not import the agent). A token is accepted in two spellings wherever
-a setting takes one: the token itself, or its digest ``sha256:<64 lowercase hex
-digits>`` (what a configuration file should hold). Either way only the digest is kept
-in memory, and a presented token is hashed before it is compared, so presenting a
-digest never authenticates. Tokens are long random strings, so one unsalted SHA-256 is
-enough: there is nothing to brute-force that is shorter than the token itself.
+One rule for the agent's and the coordinator's settings (in reservoir.common, below
+both, so the coordinator does not import the agent). A token is accepted in two
+spellings wherever a setting takes one: the token itself, or its digest
+``sha256:<64 lowercase hex digits>`` (what a configuration file should hold). Either
+way only the digest is kept in memory, and a presented token is hashed before it is
+compared, so presenting a digest never authenticates. Tokens are long random strings,
+so one unsalted SHA-256 is enough: there is nothing to brute-force that is shorter
+than the token itself.
 """
 
 from __future__ import annotations

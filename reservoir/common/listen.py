@@ -1,5 +1,5 @@
 """``HOST:PORT`` of a listening socket: one rule for the agent's and the coordinator's
-settings (a module of its own, so the coordinator does not import the agent)."""
+settings (in reservoir.common, below both, so the coordinator does not import the agent)."""
 
 from __future__ import annotations
 
