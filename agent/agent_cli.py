@@ -12,6 +12,8 @@ import logging
 import sys
 from typing import Any
 
+from reservoir.agent.tuning.cli import add_tune_arguments, run_tune
+
 __all__ = ["main", "register", "serve", "tune"]
 
 Sub = Any  # argparse's _SubParsersAction is private
@@ -30,16 +32,20 @@ def register(sub: Sub) -> None:
         description="Apply a host tuning profile in this network namespace, or revert "
         "to the values from before. Exit 0: applied; 3: something refused; 2: bad profile.",
     )
-    from reservoir.agent.tuning.cli import add_tune_arguments
-
     add_tune_arguments(t)
     t.set_defaults(func=tune)
 
 
 def serve(args: argparse.Namespace) -> int:
-    from reservoir.agent.control import Agent, SettingsError, load_settings, make_server
-    from reservoir.agent.control.core.config import parse_listen
-    from reservoir.agent.target.config import ConfigError
+    # Lazy: FastAPI and uvicorn (0.8 s) load for `agent serve` only, not for every command.
+    from reservoir.agent.control import (  # noqa: PLC0415
+        Agent,
+        SettingsError,
+        load_settings,
+        make_server,
+    )
+    from reservoir.agent.control.core.config import parse_listen  # noqa: PLC0415
+    from reservoir.agent.target.config import ConfigError  # noqa: PLC0415
 
     try:
         settings = load_settings(args.config)
@@ -60,8 +66,6 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def tune(args: argparse.Namespace) -> int:
-    from reservoir.agent.tuning.cli import run_tune
-
     return run_tune(args)
 
 

@@ -81,7 +81,7 @@ def missing() -> str | None:
     if not (web.DIST / "index.html").is_file():
         return f"the dashboard is not built ({web.DIST}): run make install"
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api  # noqa: F401, PLC0415 - a dev dependency, maybe absent
     except ImportError:
         return "the playwright package is missing (pip install -e '.[dev]')"
     return netns.can_create()
@@ -195,7 +195,7 @@ def completed(t: Json) -> bool:
 
 
 def take_shots(d: DashboardLab, out: Path, streams: int, after: float, work: Path) -> list[Path]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     shots: list[Path] = []
     with sync_playwright() as pw:

@@ -81,7 +81,8 @@ def results_path(source: Path) -> Path:
 
 def read_results(path: Path) -> Any:
     """The JSON of ``path``, validated as campaign results (UploadError naming the field)."""
-    from reservoir.lab.campaign._results import CampaignRun, ResultsError
+    # Until campaigns are one component below both (tests/unit/test_layers.py KNOWN).
+    from reservoir.lab.campaign._results import CampaignRun, ResultsError  # noqa: PLC0415
 
     try:
         data = json.loads(path.read_bytes())
@@ -110,9 +111,10 @@ def read_token(token_file: Path | None) -> str | None:
 
 
 def post(url: str, token: str | None, data: Any, *, quick: bool, out: TextIO, err: TextIO) -> int:
-    import httpx
+    # Lazy: httpx and the client (0.17 s) load when something is sent, not per command.
+    import httpx  # noqa: PLC0415
 
-    from reservoir.server.client import API_PREFIX, api_error
+    from reservoir.server.client import API_PREFIX, api_error  # noqa: PLC0415
 
     base = url if url.endswith(API_PREFIX) else url + API_PREFIX
     headers = {"Authorization": f"Bearer {token}"} if token else {}

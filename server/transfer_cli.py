@@ -463,7 +463,7 @@ class UsageError(Exception):
 
 def resolve(items: Sequence[VolumeSetPublic] | Sequence[LinkPublic], ref: str, kind: str) -> str:
     """The id of the item whose id, else whose name, is ``ref``."""
-    from reservoir.server.client import ClientError
+    from reservoir.server.client import ClientError  # noqa: PLC0415 - lazy, as in main()
 
     for item in items:
         if item.id == ref:
@@ -493,10 +493,11 @@ def _names(client: CoordinatorClient) -> tuple[dict[str, str], dict[str, str], d
 def _transfer_body(
     args: argparse.Namespace, source: str, dest: str, paths: list[str]
 ) -> TransferCreate:
-    from pydantic import ValidationError
+    # Lazy: the client and the API's models load when the coordinator is asked.
+    from pydantic import ValidationError  # noqa: PLC0415
 
-    from reservoir.server.client import field_path
-    from reservoir.server.models import TransferCreate
+    from reservoir.server.client import field_path  # noqa: PLC0415
+    from reservoir.server.models import TransferCreate  # noqa: PLC0415
 
     body: dict[str, Any] = {"source": source, "destination": dest, "paths": paths}
     if args.streams is not None:
@@ -601,7 +602,8 @@ def connection(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    from reservoir.server.client import ApiError, ClientError, CoordinatorClient
+    # Lazy: httpx and the client (0.17 s) load for this command only.
+    from reservoir.server.client import ApiError, ClientError, CoordinatorClient  # noqa: PLC0415
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -30,7 +30,7 @@ _warned: set[str] = set()  # fallback reasons already logged at WARNING
 def uring_unavailable() -> str | None:
     """Why io_uring cannot be used here, or None if it can."""
     try:
-        from . import _uring
+        from . import _uring  # noqa: PLC0415 - the optional extension: absent without liburing
     except ImportError as exc:
         return f"the _uring extension is not built ({exc})"
     try:
@@ -59,7 +59,7 @@ def _warn_fallback(reason: str) -> None:
 
 
 def _open_uring(depth: int) -> Engine:
-    from ._uring_engine import UringEngine
+    from ._uring_engine import UringEngine  # noqa: PLC0415 - needs the optional extension
 
     try:
         return UringEngine(depth)

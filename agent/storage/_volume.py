@@ -38,7 +38,7 @@ def _pread_nowait_py(fd: int, offset: int, length: int) -> bytes | None:
 
 def _cached_reader() -> Callable[[int, int, int], bytes | None]:
     try:
-        from ._uring import pread_nowait
+        from ._uring import pread_nowait  # noqa: PLC0415 - the optional extension
     except ImportError:  # the extension is not built here
         return _pread_nowait_py
     return pread_nowait

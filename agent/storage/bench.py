@@ -17,6 +17,8 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
+import uvloop
+
 from . import Volume, available_backends, open_engine, open_volume
 
 MiB = 1 << 20
@@ -125,8 +127,6 @@ def main(argv: list[str] | None = None) -> None:
         for kind, direct in runs:
             coro = bench_one(path, kind, direct, args)
             if args.uvloop:
-                import uvloop
-
                 print(uvloop.run(coro), flush=True)
             else:
                 print(asyncio.run(coro), flush=True)

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from reservoir.agent.target import config as cfg
 from reservoir.agent.target.chap_secrets import chap_from
 from reservoir.agent.target.config_document import ConfigDocument
@@ -187,13 +189,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _run_loop(main: Callable[[], Any]) -> int:
     try:
-        import uvloop
-
-        runner: Callable[[Any], int] = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        runner = asyncio.run
-    try:
-        rc: int = runner(main())
+        rc: int = uvloop.run(main())
     except OSError as exc:
         print(f"reservoir target serve: {exc}", file=sys.stderr)
         return 1
@@ -203,8 +199,9 @@ def _run_loop(main: Callable[[], Any]) -> int:
 async def serve(
     config: cfg.TargetConfig, *, nop_interval: float = 30.0, mptcp: bool = False
 ) -> int:
-    from reservoir.agent.storage import StorageError
-    from reservoir.agent.target.server import TargetServer
+    # Lazy: the target's server loads for `target serve` only (every command parses here).
+    from reservoir.agent.storage import StorageError  # noqa: PLC0415
+    from reservoir.agent.target.server import TargetServer  # noqa: PLC0415
 
     server = TargetServer(config, nop_interval=nop_interval, mptcp=mptcp)
     _tune_gc()

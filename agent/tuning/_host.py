@@ -156,13 +156,16 @@ class NetlinkLinks:
 
     def _conn(self) -> Any:
         if self._ipr is None:
-            from pyroute2 import IPRoute  # type: ignore[import-untyped]
+            # Lazy: pyroute2 (0.13 s) loads when a link is tuned, not for sysctls alone.
+            from pyroute2 import IPRoute  # type: ignore[import-untyped]  # noqa: PLC0415
 
             self._ipr = IPRoute()
         return self._ipr
 
     def lookup(self, ifname: str) -> LinkState | None:
-        from pyroute2.netlink.exceptions import NetlinkError  # type: ignore[import-untyped]
+        from pyroute2.netlink.exceptions import (  # type: ignore[import-untyped]  # noqa: PLC0415
+            NetlinkError,
+        )
 
         try:
             ipr = self._conn()
@@ -181,7 +184,7 @@ class NetlinkLinks:
         )
 
     def set(self, ifname: str, *, mtu: int | None = None, txqueuelen: int | None = None) -> None:
-        from pyroute2.netlink.exceptions import NetlinkError
+        from pyroute2.netlink.exceptions import NetlinkError  # noqa: PLC0415 - as in lookup()
 
         state = self.lookup(ifname)
         if state is None:

@@ -27,6 +27,8 @@ from reservoir.lab.campaign._progress import Progress
 from reservoir.lab.campaign._results import CampaignRun, format_summary, summary_rows
 from reservoir.lab.campaign._runner import Cancelled, estimates, run_campaign
 from reservoir.lab.campaign._spec import Campaign, CampaignError, load
+from reservoir.server.campaign_upload import UploadError, read_token
+from reservoir.server.transfer_cli import DEFAULT_SERVER, ENV_SERVER
 
 __all__ = ["default_out", "run_main"]
 
@@ -52,9 +54,6 @@ def _on_term(main_pid: int, signum: int, frame: FrameType | None) -> None:
 def _coordinator(url: str | None, token_file: Path | None) -> tuple[str, str | None]:
     """(URL, token) of the coordinator a real topology is registered in; the token's
     file is read here, so that a bad one is refused before anything runs."""
-    from reservoir.server.campaign_upload import UploadError, read_token
-    from reservoir.server.transfer_cli import DEFAULT_SERVER, ENV_SERVER
-
     try:
         token = read_token(token_file)
     except UploadError as exc:

@@ -27,12 +27,15 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reservoir.lab.campaign._estimate import run_seconds
+from reservoir.lab.campaign._iperf3_remote import run_iperf3_remote
+from reservoir.lab.campaign._iperf3_run import run_iperf3
+from reservoir.lab.campaign._peer_run import PeerSources, run_peer
 from reservoir.lab.campaign._progress import Progress
 from reservoir.lab.campaign._remote import Remote, connect
 from reservoir.lab.campaign._report import report_html
+from reservoir.lab.campaign._reservoir_run import run_reservoir
 from reservoir.lab.campaign._results import (
     CampaignRun,
     Machine,
@@ -45,9 +48,6 @@ from reservoir.lab.campaign._scenario import PEERS, Scenario
 from reservoir.lab.campaign._site import Place, Site, place, site
 from reservoir.lab.campaign._spec import Campaign, CampaignError
 from reservoir.lab.campaign._telemetry import scenario_record
-
-if TYPE_CHECKING:
-    from reservoir.lab.campaign._peer_run import PeerSources
 
 __all__ = ["Cancelled", "plan", "run_campaign"]
 
@@ -118,8 +118,6 @@ class _Sites:
             self.peers.close()
 
     def peer_sources(self) -> PeerSources:
-        from reservoir.lab.campaign._peer_run import PeerSources
-
         if self.peers is None:
             self.peers = PeerSources(self.work)
         return self.peers
@@ -127,10 +125,6 @@ class _Sites:
     def run(self, sc: Scenario, rep: int, work: Path, *, campaign: Campaign, prog: Progress) -> Run:
         """One run in the lab: iperf3, gridftp and xrdcp in its namespaces, reservoir on
         this site."""
-        from reservoir.lab.campaign._iperf3_run import run_iperf3
-        from reservoir.lab.campaign._peer_run import run_peer
-        from reservoir.lab.campaign._reservoir_run import run_reservoir
-
         events = campaign.events
         if sc.tool == "iperf3":
             work.mkdir(parents=True, exist_ok=True)
@@ -167,9 +161,6 @@ def _groups(runs: list[tuple[Scenario, int]]) -> Iterator[list[tuple[Scenario, i
 
 
 def _run_remote(remote: Remote, sc: Scenario, rep: int, prog: Progress, _work: Path) -> Run:
-    from reservoir.lab.campaign._iperf3_remote import run_iperf3_remote
-    from reservoir.lab.campaign._reservoir_run import run_reservoir
-
     if sc.tool == "iperf3":
         return run_iperf3_remote(remote, sc, rep, prog.tick)
     if sc.tool in PEERS:  # the campaign's check refuses them first

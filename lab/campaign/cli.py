@@ -17,6 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reservoir.lab.campaign import CAMPAIGN_DIR, CampaignError, load
+from reservoir.lab.campaign._report import report_main
+from reservoir.server.campaign_upload import add_upload_parser
+
 __all__ = ["register", "report", "resolve", "run", "show"]
 
 Sub = Any  # argparse's _SubParsersAction is private
@@ -57,15 +61,11 @@ def register(sub: Sub) -> None:
     r.add_argument("run", type=Path, metavar="RUN", help="a campaign results JSON file")
     r.add_argument("--out", type=Path, metavar="DIR", help="default: RUN-report/ beside it")
     r.set_defaults(func=report)
-    from reservoir.server.campaign_upload import add_upload_parser
-
     add_upload_parser(csub)
 
 
 def resolve(text: str | Path) -> Path:
     """A campaign file as given, or ``config/campaigns/NAME.toml`` for a bare name."""
-    from reservoir.lab.campaign import CAMPAIGN_DIR
-
     path = Path(text)
     if path.exists() or path.suffix == ".toml" or "/" in str(text):
         return path
@@ -73,8 +73,6 @@ def resolve(text: str | Path) -> Path:
 
 
 def show(args: argparse.Namespace) -> int:
-    from reservoir.lab.campaign import CampaignError, load
-
     try:
         campaign = load(resolve(args.file))
     except CampaignError as exc:
@@ -93,14 +91,14 @@ def show(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from reservoir.lab.campaign._report import report_main
 
     argv = [str(args.run)] + (["--out", str(args.out)] if args.out is not None else [])
     return report_main(argv)
 
 
 def run(args: argparse.Namespace) -> int:
-    from reservoir.lab.campaign._run_cli import run_main
+    # Lazy: the runner and its lab (0.25 s, 350 modules) load for `campaign run` only.
+    from reservoir.lab.campaign._run_cli import run_main  # noqa: PLC0415
 
     return run_main(
         resolve(args.file),

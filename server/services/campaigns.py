@@ -2,22 +2,35 @@
 owns the machine's lab), cancelling it, importing a finished run's results, and the
 run's summary and HTML report. The runner itself is followed by ``campaign_watch.py``.
 
-Campaigns and results are read with ``reservoir.lab.campaign``, imported inside the
-functions: the coordinator starts without the lab's modules.
+Campaigns and results are read with ``reservoir.lab.campaign`` for now: an upward
+edge that tests/unit/test_layers.py lists in KNOWN until campaigns are one component
+below the coordinator and the lab.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from reservoir.lab.campaign import (
+    CAMPAIGN_DIR,
+    DATA_ROOT,
+    Campaign,
+    CampaignError,
+    _report,
+    load,
+    shipped,
+)
+from reservoir.lab.campaign._results import CampaignRun as Results
+from reservoir.lab.campaign._results import ResultsError
 from reservoir.server.campaign_models import (
     ACTIVE_STATES,
     CampaignAvailable,
@@ -37,9 +50,6 @@ from reservoir.server.campaign_watch import (
 from reservoir.server.core.config import ServerSettings
 from reservoir.server.errors import ConflictError, InvalidRequestError, Loc, NotFoundError
 from reservoir.server.tables import CampaignRun, utcnow
-
-if TYPE_CHECKING:
-    from reservoir.lab.campaign import Campaign
 
 __all__ = [
     "available",
@@ -144,8 +154,6 @@ def results(session: Session, run_id: str) -> dict[str, Any]:
 
 def available() -> list[CampaignAvailable]:
     """Every file of config/campaigns, with its scenario counts and time estimates."""
-    from reservoir.lab.campaign import DATA_ROOT, CampaignError, load, shipped
-
     out = []
     for path in shipped():
         file = path.relative_to(DATA_ROOT) if path.is_relative_to(DATA_ROOT) else path
@@ -172,8 +180,6 @@ def resolve(name: str) -> Path:
     """A shipped campaign by name (``loopback``), file name (``loopback.toml``) or path
     under config/campaigns (relative to the repository, or absolute); 422 otherwise,
     listing the shipped ones."""
-    from reservoir.lab.campaign import CAMPAIGN_DIR, DATA_ROOT, shipped
-
     text = name.strip()
     names = {p.stem: p for p in shipped()}
     if text in names:
@@ -196,8 +202,6 @@ def resolve(name: str) -> Path:
 
 
 def _load(path: Path, quick: bool) -> Campaign:
-    from reservoir.lab.campaign import CampaignError, load
-
     try:
         campaign = load(path)
     except CampaignError as exc:
@@ -337,8 +341,6 @@ def _when(unix: float | None) -> datetime | None:
 def import_results(session: Session, data: Any, quick: bool) -> CampaignRun:
     """Stores a finished run's results.json (validated: 422 naming the bad field; 409 if
     a run holds the same campaign and run_id already)."""
-    from reservoir.lab.campaign._results import ResultsError
-
     try:
         stored = validate_results(data)
     except ResultsError as exc:
@@ -398,10 +400,6 @@ def report_html(session: Session, run_id: str, settings: ServerSettings) -> str:
 
 
 def _render(data: dict[str, Any]) -> str:
-    import tempfile
-
-    from reservoir.lab.campaign import _report
-    from reservoir.lab.campaign._results import CampaignRun as Results
 
     result = Results.from_json(data)
     one_page = getattr(_report, "report_html", None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reservoir.agent import paths
 from reservoir.agent.paths import HealthConfig, PathEvent, PathHealth, PathState
 
 
@@ -219,7 +220,5 @@ def test_removed_path_is_forgotten() -> None:
 
 
 def test_public_surface_is_exactly_all() -> None:
-    from reservoir.agent import paths
-
     public = {name for name in vars(paths) if not name.startswith("_")}
     assert public - {"health"} == set(paths.__all__)

@@ -24,7 +24,7 @@ from test_scsi_support import (
     write16,
 )
 
-from reservoir.agent.scsi import ScsiCommand, Status, sense_information
+from reservoir.agent.scsi import LogicalUnit, ScsiCommand, Status, sense_information
 
 BS = 512
 
@@ -341,8 +341,6 @@ class SlowReadBackend(MemoryBackend):
 
 
 def test_compare_and_write_is_atomic_with_respect_to_a_concurrent_write() -> None:
-    from reservoir.agent.scsi import LogicalUnit
-
     backend = SlowReadBackend(64)
     lu = LogicalUnit(backend, lun=0, serial="S", target_name="t", ua_on_new_nexus=False)
 

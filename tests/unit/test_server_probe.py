@@ -15,7 +15,8 @@ from fake_volumes import FakeVolumes
 
 from reservoir.server import ServerSettings, create_app, db
 from reservoir.server.agent_client import AgentRef, AgentUnreachableError
-from reservoir.server.models import ProbeRunPublic
+from reservoir.server.link_cli import format_link, format_list
+from reservoir.server.models import LinkPublic, ProbeRunPublic
 from reservoir.server.pacing import copy_caps
 from reservoir.server.probe import recommend
 from reservoir.server.tables import Agent, AgentNic, Link
@@ -359,9 +360,6 @@ def test_transfers_take_the_probed_streams_and_pacing_unless_the_request_says(
 
 
 def test_link_cli_shows_the_probe_and_the_recommendation() -> None:
-    from reservoir.server.link_cli import format_link, format_list
-    from reservoir.server.models import LinkPublic
-
     link = LinkPublic.model_validate(
         {
             "id": "L1",

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server import db, metrics, telemetry
+from reservoir.server import db, events, metrics, telemetry
 from reservoir.server.agent_client import AgentRef, AgentUnreachableError
 from reservoir.server.tables import (
     Agent,
@@ -323,8 +323,6 @@ def test_a_new_collector_resumes_from_the_database(sessions: sessionmaker[Sessio
 def test_live_polls_give_state_events_and_new_samples_then_end(
     sessions: sessionmaker[Session],
 ) -> None:
-    from reservoir.server import events
-
     with sessions() as session:
         tid = make_transfer(session)
         store(session, tid, [rec(1.0, "0")])

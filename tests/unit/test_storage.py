@@ -88,7 +88,7 @@ def test_io_uring_is_available_when_the_extension_is_built(
 ) -> None:
     monkeypatch.delenv("RESERVOIR_STORAGE_ENGINE", raising=False)
     try:
-        from reservoir.agent.storage import _uring  # noqa: F401
+        from reservoir.agent.storage import _uring  # noqa: F401, PLC0415 - optional extension
     except ImportError:
         pytest.skip("the _uring extension is not built here")
     reason = engine_mod.uring_unavailable()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.agent import telemetry
 from reservoir.agent.telemetry import JsonLinesWriter, Record, StreamSampler
 
 # Offsets in struct tcp_info (include/uapi/linux/tcp.h).
@@ -240,8 +241,6 @@ def test_running_sampler_writes_valid_json_lines(tmp_path: Path) -> None:
 
 
 def test_public_surface_is_exactly_all() -> None:
-    from reservoir.agent import telemetry
-
     public = {name for name in vars(telemetry) if not name.startswith("_")}
     submodules = {"mptcp_info", "records", "sampler", "tcp_info"}
     assert public - submodules == set(telemetry.__all__)

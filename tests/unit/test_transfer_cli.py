@@ -7,7 +7,7 @@ import argparse
 import io
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
@@ -21,7 +21,7 @@ from reservoir.server.client import (
     UnexpectedAnswerError,
     UnreachableError,
 )
-from reservoir.server.models import TransferPublic
+from reservoir.server.models import TransferCreate, TransferEventPublic, TransferPublic
 
 MiB = 1 << 20
 TOKEN = "unit-user-token-0123456789abcdef"
@@ -116,10 +116,6 @@ def test_start_verify_names_the_mode_of_the_body(mode: str) -> None:
 
 
 def test_the_clis_modes_are_the_models() -> None:
-    from typing import get_args
-
-    from reservoir.server.models import TransferCreate
-
     annotation = TransferCreate.model_fields["verification"].annotation
     assert get_args(annotation) == tc.VERIFICATIONS
 
@@ -294,8 +290,6 @@ def test_status_shows_names_legs_and_events() -> None:
         "to_state": "paused",
         "detail": "paused by a user",
     }
-    from reservoir.server.models import TransferEventPublic
-
     lines = tc.format_status(
         t,
         {"set-a": "site-a", "set-b": "site-b"},
