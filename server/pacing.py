@@ -34,8 +34,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from reservoir.common.pacing_plan import NicSpec, PacingPlan, StreamSpec
 from reservoir.common.placement import placement
-from reservoir.pacing import NicSpec, PacingPlan, StreamSpec
 from reservoir.server.models import PacingPolicy
 from reservoir.server.probe import recommended_nic_rates
 from reservoir.server.tables import Agent, Link

@@ -5,7 +5,8 @@
 - :mod:`.nic`: per-NIC pacing through netlink (TBF by default, HTB, fq maxrate where
   the kernel has sch_fq), owned and removed by state files;
 - :mod:`.ipg`: inter-packet gap (byte times) <-> rate, as the paper's IPG widening;
-- :mod:`.plan`: a transfer's :class:`PacingPlan`, rates per NIC and per stream.
+- :mod:`.plan`: a transfer's :class:`PacingPlan`, rates per NIC and per stream
+  (:mod:`reservoir.common.pacing_plan`), applied to this host's NICs.
 """
 
 from .caps import MECHANISM_BPF, MECHANISM_PACING, CapError, CwndCaps

@@ -75,10 +75,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("reservoir.server.campaign_upload", "reservoir.lab.campaign._results"): (
         "one results schema (pydantic) in the campaigns component"
     ),
-    ("reservoir.server.pacing", "reservoir.pacing"): (
-        "the pacing plan's data model moves below both (the coordinator loads tc and BPF "
-        "code through reservoir.pacing today)"
-    ),
 }
 
 
