@@ -30,7 +30,7 @@ from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import Source, make_lun, write_source
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, reservoir_command, stop_process
-from reservoir.server.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.agent_credentials import AgentCredentials
 
 __all__ = ["AgentProc", "Coordinator", "Site", "inside", "site_credentials"]
 

@@ -45,7 +45,7 @@ from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError
 from reservoir.lab.spec import SpecError, load
-from reservoir.server import web
+from reservoir.server.app import web
 
 __all__ = [
     "CHROMIUM",

@@ -47,7 +47,7 @@ from reservoir.lab.forward import ForwardError, ForwardThread, listen_socket, pa
 from reservoir.lab.netns import LabError
 from reservoir.lab.peers import PeerError
 from reservoir.lab.spec import SpecError, load
-from reservoir.server import web
+from reservoir.server.app import web
 
 __all__ = ["main"]
 

@@ -13,9 +13,9 @@ from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.lab import cli as lab_cli
 from reservoir.lab.campaign import cli as campaign_cli
-from reservoir.server import cli as server_cli
-from reservoir.server import link_cli
-from reservoir.server import transfer_cli as coordinator_transfer_cli
+from reservoir.server.clients import cli as server_cli
+from reservoir.server.clients import link_cli
+from reservoir.server.clients import transfer_cli as coordinator_transfer_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

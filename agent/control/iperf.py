@@ -1,6 +1,6 @@
 """iperf3 runs through the agent: the memory-to-memory baselines of a link.
 
-The coordinator probes a link (``server/probe.py``) and campaigns on real networks
+The coordinator probes a link (``server/domain/probe.py``) and campaigns on real networks
 measure their baselines through these, on the registered hosts:
 
 - a **server** is ``iperf3 -s -1 -B ADDR -p PORT -J``, bound to one of this host's

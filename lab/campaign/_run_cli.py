@@ -27,8 +27,8 @@ from reservoir.lab.campaign._progress import Progress
 from reservoir.lab.campaign._results import CampaignRun, format_summary, summary_rows
 from reservoir.lab.campaign._runner import Cancelled, estimates, run_campaign
 from reservoir.lab.campaign._spec import Campaign, CampaignError, load
-from reservoir.server.campaign_upload import UploadError, read_token
-from reservoir.server.transfer_cli import DEFAULT_SERVER, ENV_SERVER
+from reservoir.server.clients.campaign_upload import UploadError, read_token
+from reservoir.server.clients.transfer_cli import DEFAULT_SERVER, ENV_SERVER
 
 __all__ = ["default_out", "run_main"]
 

@@ -17,7 +17,7 @@ from reservoir.lab.campaign._site import Paths, Place
 __all__ = ["PAYLOAD", "Timeline", "nic_rates", "sampler"]
 
 PAYLOAD = 1448 / 1514  # TCP payload per frame at MTU 1500: per-socket rates count payload
-MARGIN = 0.05  # the pacing plan's default margin (server/models.py PacingBase)
+MARGIN = 0.05  # the pacing plan's default margin (server/app/models.py PacingBase)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 
 from reservoir.lab.campaign import CAMPAIGN_DIR, CampaignError, load
 from reservoir.lab.campaign._report import report_main
-from reservoir.server.campaign_upload import add_upload_parser
+from reservoir.server.clients.campaign_upload import add_upload_parser
 
 __all__ = ["register", "report", "resolve", "run", "show"]
 

@@ -1,4 +1,4 @@
-"""How the coordinator serves the dashboard (``server/web.py``), without a browser: the
+"""How the coordinator serves the dashboard (``server/app/web.py``), without a browser: the
 built folder at ``/``, the API and /metrics untouched, no static route in the OpenAPI
 schema, and a 503 saying how to build it when the folder is missing."""
 
@@ -12,7 +12,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from reservoir.server import ServerSettings, create_app, web
+from reservoir.server import ServerSettings, create_app
+from reservoir.server.app import web
 
 USER = "serving-user-token-0123456789abcdef"
 

@@ -18,7 +18,7 @@ from reservoir.agent.control import make_server as make_agent_server
 from reservoir.agent.target import config as tcfg
 from reservoir.agent.transfer import copy as engine_copy
 from reservoir.lab.peers import free_port
-from reservoir.server.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.agent_credentials import AgentCredentials
 
 from .servers import running
 

@@ -25,7 +25,7 @@ from reservoir.agent.control import make_server as make_agent_server
 from reservoir.agent.target import config as tcfg
 from reservoir.lab.peers import free_port
 from reservoir.server import make_server
-from reservoir.server.core.config import load_settings
+from reservoir.server.app.core.config import load_settings
 
 from .servers import running
 

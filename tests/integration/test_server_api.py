@@ -15,9 +15,9 @@ from alembic.migration import MigrationContext
 
 from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings, make_server
-from reservoir.server.core.agent_credentials import AgentCredentials
-from reservoir.server.db import make_engine, upgrade
-from reservoir.server.tables import Base
+from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.db import make_engine, upgrade
+from reservoir.server.app.tables import Base
 
 from .agents import RunningAgent, key_file, real_agent
 from .servers import running

@@ -29,7 +29,7 @@ from reservoir.agent.transfer import copy as engine_copy
 from reservoir.lab.peers import free_port
 from reservoir.server import ServerSettings
 from reservoir.server import make_server as make_coordinator
-from reservoir.server.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.agent_credentials import AgentCredentials
 
 from .servers import running
 

@@ -26,7 +26,7 @@ import uvicorn
 from reservoir.cli import build_parser
 from reservoir.lab.peers import free_port
 from reservoir.server import NoopScheduler, ServerSettings, create_app
-from reservoir.server import transfer_cli as tc
+from reservoir.server.clients import transfer_cli as tc
 
 from .agents import RunningAgent, key_file, real_agent
 from .servers import running

@@ -107,7 +107,8 @@ def test_the_wheel_carries_the_data_the_code_reads(installed: Installed) -> None
         "reservoir/web/dist/views/transfer.js",
         "reservoir/pacing/bpf/cwnd_clamp.bpf.c",
         "reservoir/lab/delayline/dline.c",
-        "reservoir/server/alembic.ini",
+        "reservoir/server/app/alembic.ini",
+        "reservoir/server/app/migrations/env.py",
         "reservoir/agent/target/server.py",
         "reservoir/py.typed",
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from reservoir.server.agent_client import AgentRef, AgentRefusedError, AgentUnreachableError
+from reservoir.server.app.agent_client import AgentRef, AgentRefusedError, AgentUnreachableError
 
 __all__ = ["FakeVolumes", "device_id", "reported"]
 

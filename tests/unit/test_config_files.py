@@ -16,8 +16,8 @@ from reservoir.agent.control.core.config import load_settings as load_agent
 from reservoir.agent.target import config as target_config
 from reservoir.agent.tuning import ProfileError, load_profile
 from reservoir.lab import campaign, spec
-from reservoir.server.core.config import SettingsError as ServerSettingsError
-from reservoir.server.core.config import load_settings as load_server
+from reservoir.server.app.core.config import SettingsError as ServerSettingsError
+from reservoir.server.app.core.config import load_settings as load_server
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 TOKEN = "0123456789abcdef0123"

@@ -25,7 +25,7 @@ from reservoir.common.http_boundary import (
     public_errors,
 )
 from reservoir.server import ServerSettings, create_app
-from reservoir.server.db import make_engine, upgrade
+from reservoir.server.app.db import make_engine, upgrade
 
 USER = "unit-user-token-0123456789abcdef"
 WRONG = "wrong-token-0123456789abcdef"

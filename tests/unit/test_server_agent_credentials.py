@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from reservoir.cli import main
-from reservoir.server.core.agent_credentials import AgentCredentials
-from reservoir.server.core.secret_key import load_or_create
+from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.secret_key import load_or_create
 
 TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
 

@@ -12,7 +12,8 @@ import pytest
 from fake_volumes import FakeVolumes
 from fastapi import FastAPI
 
-from reservoir.server import ServerSettings, create_app, db
+from reservoir.server import ServerSettings, create_app
+from reservoir.server.app import db
 
 USER = "unit-user-token-0123456789abcdef"
 MiB = 1 << 20

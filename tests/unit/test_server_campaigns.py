@@ -37,12 +37,13 @@ from reservoir.lab.campaign._results import (
     Stream,
     Topology,
 )
-from reservoir.server import ServerSettings, create_app, db
-from reservoir.server.campaign_upload import add_upload_parser
-from reservoir.server.core.agent_credentials import AgentCredentials
-from reservoir.server.core.config import DEFAULT_MAX_BODY_BYTES
-from reservoir.server.tables import CampaignRun as RunRow
-from reservoir.server.tables import new_id, utcnow
+from reservoir.server import ServerSettings, create_app
+from reservoir.server.app import db
+from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.config import DEFAULT_MAX_BODY_BYTES
+from reservoir.server.app.tables import CampaignRun as RunRow
+from reservoir.server.app.tables import new_id, utcnow
+from reservoir.server.clients.campaign_upload import add_upload_parser
 
 USER = "unit-user-token-0123456789abcdef"
 Json = dict[str, Any]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from reservoir.cli import build_parser
-from reservoir.server.core import security
-from reservoir.server.core.config import (
+from reservoir.server.app.core import security
+from reservoir.server.app.core.config import (
     MIN_TOKEN_LENGTH,
     ServerSettings,
     SettingsError,

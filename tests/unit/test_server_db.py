@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from reservoir.server import db
+from reservoir.server.app import db
 
 
 def mode(path: Path) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.common.fairness import jain
-from reservoir.server.equalizer import (
+from reservoir.server.domain.equalizer import (
     Decision,
     Equalizer,
     EqualizerConfig,

@@ -9,9 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from test_server_telemetry import make_transfer, rec, sessions, store
 
-from reservoir.server.agent_client import AgentRef, Json
-from reservoir.server.equalizer_loop import EqualizerLoop
-from reservoir.server.tables import Transfer, TransferEvent
+from reservoir.server.app.agent_client import AgentRef, Json
+from reservoir.server.app.tables import Transfer, TransferEvent
+from reservoir.server.domain.equalizer_loop import EqualizerLoop
 
 __all__ = ["sessions"]  # the fixture, used by name
 

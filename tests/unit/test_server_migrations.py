@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
-from reservoir.server import db
-from reservoir.server.tables import Base
+from reservoir.server.app import db
+from reservoir.server.app.tables import Base
 
 
 def _differences(engine: Engine) -> list[Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from reservoir.server.models import (
+from reservoir.server.app.models import (
     AgentCreate,
     HeartbeatCreate,
     LinkCreate,

@@ -13,8 +13,8 @@ from test_server_equalizer_loop import RecordingAgents
 from test_server_scheduler import IQN, MiB, World, world
 from test_server_telemetry import rec, store
 
-from reservoir.server.equalizer_loop import EqualizerLoop
-from reservoir.server.tables import Transfer, TransferEvent
+from reservoir.server.app.tables import Transfer, TransferEvent
+from reservoir.server.domain.equalizer_loop import EqualizerLoop
 
 __all__ = ["world"]  # the fixture, used by name
 

@@ -13,13 +13,14 @@ import httpx
 import pytest
 from fake_volumes import FakeVolumes
 
-from reservoir.server import ServerSettings, create_app, db
-from reservoir.server.agent_client import AgentRef, AgentUnreachableError
-from reservoir.server.link_cli import format_link, format_list
-from reservoir.server.models import LinkPublic, ProbeRunPublic
-from reservoir.server.pacing import copy_caps
-from reservoir.server.probe import recommend
-from reservoir.server.tables import Agent, AgentNic, Link
+from reservoir.server import ServerSettings, create_app
+from reservoir.server.app import db
+from reservoir.server.app.agent_client import AgentRef, AgentUnreachableError
+from reservoir.server.app.models import LinkPublic, ProbeRunPublic
+from reservoir.server.app.tables import Agent, AgentNic, Link
+from reservoir.server.clients.link_cli import format_link, format_list
+from reservoir.server.domain.pacing import copy_caps
+from reservoir.server.domain.probe import recommend
 
 USER = "unit-user-token-0123456789abcdef"
 MiB = 1 << 20

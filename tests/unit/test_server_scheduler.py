@@ -14,16 +14,17 @@ from fake_volumes import FakeVolumes
 from sqlalchemy import select
 from test_server_api import InProcess
 
-from reservoir.server import AgentScheduler, ServerSettings, create_app, db
-from reservoir.server.agent_client import (
+from reservoir.server import AgentScheduler, ServerSettings, create_app
+from reservoir.server.app import db
+from reservoir.server.app.agent_client import (
     AgentRef,
     AgentRefusedError,
     AgentUnreachableError,
     HttpAgentClient,
 )
-from reservoir.server.core.agent_credentials import AgentCredentials
-from reservoir.server.legs import SUPPORTED_LAYOUTS
-from reservoir.server.tables import Transfer
+from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.tables import Transfer
+from reservoir.server.domain.legs import SUPPORTED_LAYOUTS
 
 USER = "unit-user-token-0123456789abcdef"
 MiB = 1 << 20

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.cli import main
-from reservoir.server.core.secret_key import KEY_BYTES, SecretKeyError, load_or_create
+from reservoir.server.app.core.secret_key import KEY_BYTES, SecretKeyError, load_or_create
 
 USER = "unit-user-token-0123456789abcdef"
 

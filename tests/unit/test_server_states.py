@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reservoir.server.models import TransferState as S
-from reservoir.server.states import Action, TransitionError, next_state
+from reservoir.server.app.models import TransferState as S
+from reservoir.server.domain.states import Action, TransitionError, next_state
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server import db, events, metrics, telemetry
-from reservoir.server.agent_client import AgentRef, AgentUnreachableError
-from reservoir.server.tables import (
+from reservoir.server.app import db, events, metrics
+from reservoir.server.app.agent_client import AgentRef, AgentUnreachableError
+from reservoir.server.app.tables import (
     Agent,
     AgentVolume,
     NicPacingRate,
@@ -26,7 +26,8 @@ from reservoir.server.tables import (
     TransferLeg,
     VolumeSet,
 )
-from reservoir.server.telemetry import Cursor, LiveCursor, TelemetryCollector, parse_records
+from reservoir.server.domain import telemetry
+from reservoir.server.domain.telemetry import Cursor, LiveCursor, TelemetryCollector, parse_records
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry-lfn-2x500m-8streams.jsonl"
 Json = dict[str, Any]

@@ -13,15 +13,15 @@ import httpx
 import pytest
 
 from reservoir.cli import build_parser
-from reservoir.server import client as client_mod
-from reservoir.server import transfer_cli as tc
-from reservoir.server.client import (
+from reservoir.server.app.models import TransferCreate, TransferEventPublic, TransferPublic
+from reservoir.server.clients import client as client_mod
+from reservoir.server.clients import transfer_cli as tc
+from reservoir.server.clients.client import (
     ApiError,
     CoordinatorClient,
     UnexpectedAnswerError,
     UnreachableError,
 )
-from reservoir.server.models import TransferCreate, TransferEventPublic, TransferPublic
 
 MiB = 1 << 20
 TOKEN = "unit-user-token-0123456789abcdef"

@@ -1,0 +1,255 @@
+"""The coordinator's client of the agents' control API (``/api/v1/copies``, ``/iperf``,
+``/info``, ``/volumes``).
+
+Errors, translated once in :func:`_mapped` (callers see only these)::
+
+    AgentError
+     +-- AgentUnreachableError   no answer: connection refused or reset, timeout, 5xx,
+     |                      an answer that is not the JSON we expect (retry later)
+     +-- AgentRefusedError       a 4xx other than 404: the agent understood and said no
+                            (``status`` and the agent's ``detail``)
+
+``get_copy`` answers ``None`` for a 404 (the agent does not know the copy); for
+``iperf``, ``info`` and ``volumes`` a 404 and a 503 are refusals too
+(``AgentRefusedError``).
+The agent's control token is derived from the coordinator's key at each call
+(``core/agent_credentials.py``), sent as a bearer token and never logged or kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from reservoir.server.app.core.agent_credentials import AgentCredentials
+
+__all__ = [
+    "AgentClient",
+    "AgentError",
+    "AgentRef",
+    "AgentRefusedError",
+    "AgentUnreachableError",
+    "HttpAgentClient",
+    "OneShotVolumeLister",
+    "VolumeLister",
+]
+
+Json = dict[str, Any]
+TIMEOUT = 10.0  # seconds per request; pausing a copy waits for its checkpoint
+
+
+class AgentError(Exception):
+    """Talking to an agent went wrong; the message says how (never with the token)."""
+
+
+class AgentUnreachableError(AgentError):
+    """The agent did not answer usefully; the scheduler retries."""
+
+
+class AgentRefusedError(AgentError):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"the agent refused ({status}): {detail}")
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRef:
+    """Where an agent's control API is; its name says which credentials it takes."""
+
+    id: str
+    name: str
+    control_url: str
+
+
+class AgentClient(Protocol):
+    async def create_copy(self, agent: AgentRef, body: Json) -> Json: ...
+
+    async def get_copy(self, agent: AgentRef, copy_id: str) -> Json | None: ...
+
+    async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json: ...
+
+    async def aclose(self) -> None: ...
+
+
+class VolumeLister(Protocol):
+    """What registration asks of an agent: the volumes it has (``GET /volumes``)."""
+
+    async def volumes(self, agent: AgentRef) -> list[Json]: ...
+
+
+@contextmanager
+def _mapped(agent: AgentRef) -> Iterator[None]:
+    try:
+        yield
+    except httpx.TransportError as exc:  # connect, read, timeouts, protocol
+        reason = str(exc) or type(exc).__name__
+        raise AgentUnreachableError(f"agent {agent.name!r}: {reason}") from exc
+    except ValueError as exc:  # not JSON
+        raise AgentUnreachableError(f"agent {agent.name!r}: unreadable answer") from exc
+
+
+def _detail(response: httpx.Response) -> str:
+    """The agent's ``detail``; a validation error's list as ``loc: msg; ...``."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text[:300]
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list) and all(isinstance(e, dict) and "msg" in e for e in detail):
+        return "; ".join(_located(e) for e in detail)[:1000]
+    return str(detail)[:1000]
+
+
+def _located(error: Json) -> str:
+    where = ".".join(str(part) for part in error.get("loc") or () if part != "body")
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
+
+
+class HttpAgentClient:
+    """One pooled :class:`httpx.AsyncClient` for every agent."""
+
+    def __init__(
+        self,
+        credentials: AgentCredentials,
+        *,
+        timeout: float = TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        self._credentials = credentials
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    def _auth(self, agent: AgentRef) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._credentials.control_token(agent.name)}"}
+
+    async def _call(
+        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+    ) -> Json | None:
+        url = agent.control_url.rstrip("/") + "/api/v1" + path
+        headers = self._auth(agent)
+        with _mapped(agent):
+            response = await self._http.request(method, url, json=body, headers=headers)
+            if response.status_code == 404:
+                return None
+            if response.status_code >= 500:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            if response.status_code >= 400:
+                raise AgentRefusedError(response.status_code, _detail(response))
+            data = response.json()
+        if not isinstance(data, dict):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
+
+    async def create_copy(self, agent: AgentRef, body: Json) -> Json:
+        data = await self._call(agent, "POST", "/copies", body)
+        if data is None:
+            raise AgentUnreachableError(f"agent {agent.name!r}: no /copies endpoint")
+        return data
+
+    async def get_copy(self, agent: AgentRef, copy_id: str) -> Json | None:
+        return await self._call(agent, "GET", f"/copies/{copy_id}")
+
+    async def get_telemetry(self, agent: AgentRef, copy_id: str, limit: int) -> list[Json] | None:
+        """The copy's last ``limit`` telemetry records (``None``: the agent does not
+        know the copy)."""
+        url = f"{agent.control_url.rstrip('/')}/api/v1/copies/{copy_id}/telemetry"
+        headers = self._auth(agent)
+        with _mapped(agent):
+            response = await self._http.get(url, params={"limit": limit}, headers=headers)
+            if response.status_code == 404:
+                return None
+            if response.status_code >= 400:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            data = response.json()
+        if not isinstance(data, list):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return [r for r in data if isinstance(r, dict)]
+
+    async def set_caps(self, agent: AgentRef, copy_id: str, body: Json) -> Json:
+        """``PUT /copies/{id}/caps``: the copy's per-stream cwnd caps and pacing rates."""
+        data = await self._call(agent, "PUT", f"/copies/{copy_id}/caps", body)
+        if data is None:
+            raise AgentRefusedError(404, f"no copy {copy_id!r}")
+        return data
+
+    async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json:
+        data = await self._call(agent, "POST", f"/copies/{copy_id}/{action}")
+        if data is None:
+            raise AgentRefusedError(404, f"no copy {copy_id!r}")
+        return data
+
+    async def _strict(
+        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+    ) -> Json:
+        """A call whose 4xx (404 included) and 503 are refusals with the agent's reason."""
+        url = agent.control_url.rstrip("/") + "/api/v1" + path
+        headers = self._auth(agent)
+        with _mapped(agent):
+            response = await self._http.request(method, url, json=body, headers=headers)
+            if 400 <= response.status_code < 500 or response.status_code == 503:
+                raise AgentRefusedError(response.status_code, _detail(response))
+            if response.status_code >= 500:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            data = response.json()
+        if not isinstance(data, dict):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
+
+    async def iperf(
+        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+    ) -> Json:
+        """``/iperf/...`` (``POST servers``, ``POST runs``, ``GET runs/{id}``, ``DELETE
+        servers/{id}``): a 503 (iperf3 missing, no NIC pacing) and a 404 are refusals
+        with the agent's reason, not a reason to retry."""
+        return await self._strict(agent, method, "/iperf" + path, body)
+
+    async def info(self, agent: AgentRef) -> Json:
+        """``GET /info``: the agent's name, version, host and CPU time, mapped as
+        :meth:`iperf` (a 4xx or 503 is a refusal)."""
+        return await self._strict(agent, "GET", "/info")
+
+    async def volumes(self, agent: AgentRef) -> list[Json]:
+        """``GET /volumes``: every volume the agent may copy from and to (path, kind,
+        size_bytes, device_id, read_only, iqn, lun, error), mapped as :meth:`iperf`."""
+        url = agent.control_url.rstrip("/") + "/api/v1/volumes"
+        with _mapped(agent):
+            response = await self._http.get(url, headers=self._auth(agent))
+            if 400 <= response.status_code < 500 or response.status_code == 503:
+                raise AgentRefusedError(response.status_code, _detail(response))
+            if response.status_code >= 500:
+                raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
+            data = response.json()
+        if not isinstance(data, list) or not all(isinstance(v, dict) for v in data):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class OneShotVolumeLister:
+    """Asks an agent for its volumes with an :class:`HttpAgentClient` of its own per call:
+    registrations are rare, and nothing pooled outlives the request."""
+
+    def __init__(
+        self,
+        credentials: AgentCredentials,
+        *,
+        timeout: float = TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.credentials = credentials
+        self.timeout = timeout
+        self.transport = transport
+
+    async def volumes(self, agent: AgentRef) -> list[Json]:
+        client = HttpAgentClient(self.credentials, timeout=self.timeout, transport=self.transport)
+        try:
+            return await client.volumes(agent)
+        finally:
+            await client.aclose()

@@ -1,0 +1,83 @@
+"""``/agents``: registration, heartbeats, listing and removal of agents."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi.concurrency import run_in_threadpool
+
+from reservoir.server.app.agent_client import VolumeLister
+from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, AgentAuth, SessionDep, UserAuth
+from reservoir.server.app.models import AgentCreate, AgentPublic, HeartbeatCreate
+from reservoir.server.app.services import agents
+
+__all__ = ["get_volume_lister", "router"]
+
+router = APIRouter(prefix="/agents", tags=["agents"], responses=AUTH_RESPONSES)
+
+AgentId = Annotated[str, Path(description="agent id", max_length=36)]
+
+
+def get_volume_lister(request: Request) -> VolumeLister:
+    """Who asks agents for their volumes (the app's agent client)."""
+    lister: VolumeLister = request.app.state.volume_lister
+    return lister
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[UserAuth],
+    summary="Register an agent with its NICs, volumes (confirmed by the agent) and "
+    "capabilities (its tokens are derived from its name: `reservoir server agent-credentials "
+    "NAME`)",
+    responses={
+        409: {"description": "an agent of that name exists"},
+        422: {
+            "description": "a volume the agent does not report (or smaller than declared), "
+            "or the agent could not be asked (unreachable, or refused its control token)"
+        },
+    },
+)
+async def register_agent(
+    body: AgentCreate,
+    session: SessionDep,
+    lister: Annotated[VolumeLister, Depends(get_volume_lister)],
+) -> AgentPublic:
+    """The agent is asked for its volumes (``GET /volumes`` with its control token) first;
+    only the volumes it reports are registered, with the device id it gives them."""
+    device_ids = await agents.confirm_volumes(lister, body)
+    agent = await run_in_threadpool(agents.create, session, body, device_ids)
+    return agents.public(agent)
+
+
+@router.get("", dependencies=[UserAuth], summary="List the agents")
+def list_agents(session: SessionDep) -> list[AgentPublic]:
+    return [agents.public(a) for a in agents.list_all(session)]
+
+
+@router.get("/{agent_id}", responses=NOT_FOUND, dependencies=[UserAuth], summary="One agent")
+def get_agent(agent_id: AgentId, session: SessionDep) -> AgentPublic:
+    return agents.public(agents.get(session, agent_id))
+
+
+@router.post(
+    "/{agent_id}/heartbeat",
+    dependencies=[AgentAuth],
+    summary="An agent says it is alive (its own heartbeat token)",
+    responses=NOT_FOUND,
+)
+def agent_heartbeat(agent_id: AgentId, body: HeartbeatCreate, session: SessionDep) -> AgentPublic:
+    return agents.public(agents.heartbeat(session, agent_id, body))
+
+
+@router.delete(
+    "/{agent_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    dependencies=[UserAuth],
+    summary="Remove an agent no volume set or link uses",
+    responses=NOT_FOUND | {409: {"description": "still used by a volume set or a link"}},
+)
+def delete_agent(agent_id: AgentId, session: SessionDep) -> None:
+    agents.delete(session, agent_id)

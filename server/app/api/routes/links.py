@@ -1,0 +1,65 @@
+"""``/links``: paths between NICs of two agents, with capacity and RTT."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, status
+
+from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, SessionDep, UserAuth
+from reservoir.server.app.models import LinkCreate, LinkPublic, ProbeCreate
+from reservoir.server.app.services import links
+from reservoir.server.domain.probe import LinkProber
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/links", tags=["links"], responses=AUTH_RESPONSES, dependencies=[UserAuth]
+)
+
+LinkId = Annotated[str, Path(description="link id", max_length=36)]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    summary="Declare (or record a measured) link between two agents' NICs",
+    responses={409: {"description": "a link of that name exists"}},
+)
+def create_link(body: LinkCreate, session: SessionDep) -> LinkPublic:
+    return links.public(links.create(session, body))
+
+
+@router.get("", summary="List the links")
+def list_links(session: SessionDep) -> list[LinkPublic]:
+    return [links.public(link) for link in links.list_all(session)]
+
+
+@router.get("/{link_id}", responses=NOT_FOUND, summary="One link")
+def get_link(link_id: LinkId, session: SessionDep) -> LinkPublic:
+    return links.public(links.get(session, link_id))
+
+
+@router.delete(
+    "/{link_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Remove a link no transfer uses",
+    responses=NOT_FOUND | {409: {"description": "a path of a transfer"}},
+)
+def delete_link(link_id: LinkId, session: SessionDep) -> None:
+    links.delete(session, link_id)
+
+
+@router.post(
+    "/{link_id}/probe",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Measure the link with iperf3 through its agents; recommend streams and pacing",
+    responses=NOT_FOUND | {409: {"description": "a probe of the link is running"}},
+)
+async def probe_link(
+    link_id: LinkId, session: SessionDep, request: Request, body: ProbeCreate | None = None
+) -> LinkPublic:
+    """Answers at once with ``probe.state`` ``running``; ``GET /links/{id}`` shows the
+    probe ``completed`` with the ``recommendation``, or ``failed`` with its error."""
+    prober: LinkProber = request.app.state.prober
+    return links.public(links.probe(session, link_id, body or ProbeCreate(), prober))

@@ -1,0 +1,236 @@
+"""Builds the FastAPI application of the coordinator (and nothing else)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import APIRouter, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from reservoir import __version__
+from reservoir.common.http_boundary import BodyLimit, protect
+from reservoir.server.app import db, web
+from reservoir.server.app.agent_client import TIMEOUT as AGENT_TIMEOUT
+from reservoir.server.app.agent_client import HttpAgentClient, OneShotVolumeLister, VolumeLister
+from reservoir.server.app.api import deps
+from reservoir.server.app.api.routes import (
+    agent_proxy,
+    agents,
+    campaigns,
+    health,
+    links,
+    metrics,
+    telemetry,
+    transfers,
+    volume_sets,
+)
+from reservoir.server.app.campaign_watch import CampaignWatcher
+from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.config import ServerSettings
+from reservoir.server.app.errors import install_handlers
+from reservoir.server.domain.equalizer_loop import EqualizerLoop
+from reservoir.server.domain.probe import LinkProber
+from reservoir.server.domain.scheduler import AgentScheduler, NoopScheduler, Scheduler
+from reservoir.server.domain.telemetry import TelemetryCollector
+
+__all__ = ["API_PREFIX", "create_app"]
+
+API_PREFIX = "/api/v1"
+
+
+@dataclass
+class _Services:
+    """What the app runs beside its routes, started and stopped by its lifespan."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    scheduler: Scheduler
+    collector: TelemetryCollector | None
+    equalizer: EqualizerLoop | None
+    prober: LinkProber
+    proxy: HttpAgentClient
+    watcher: CampaignWatcher
+
+    async def start(self) -> None:
+        db.upgrade(self.engine)
+        self.prober.recover()
+        if isinstance(self.scheduler, AgentScheduler):
+            await self.scheduler.start(self.sessions)
+        if self.collector is not None:
+            await self.collector.start()
+        if self.equalizer is not None:
+            await self.equalizer.start()
+        await self.watcher.start()
+
+    async def stop(self) -> None:
+        await self.prober.stop()
+        await self.proxy.aclose()
+        await self.watcher.stop()
+        if self.equalizer is not None:
+            await self.equalizer.stop()
+        if self.collector is not None:
+            await self.collector.stop()
+        if isinstance(self.scheduler, AgentScheduler):
+            await self.scheduler.stop()
+        self.engine.dispose()
+
+
+def _services(
+    settings: ServerSettings,
+    credentials: AgentCredentials,
+    *,
+    engine: Engine | None,
+    scheduler: Scheduler | None,
+    collector: TelemetryCollector | None,
+    equalizer: EqualizerLoop | None,
+    campaign_watcher: CampaignWatcher | None,
+) -> _Services:
+    """The given services, and defaults for the others: the scheduler of
+    ``settings.scheduler`` and, with the agents' scheduler, the telemetry collector and
+    the equalizer; each talks to the agents with the tokens ``credentials`` derive."""
+    engine = engine or db.make_engine(settings.database_url)
+    sessions = db.make_sessions(engine)
+
+    def client(timeout: float = AGENT_TIMEOUT) -> HttpAgentClient:
+        return HttpAgentClient(credentials, timeout=timeout)
+
+    if scheduler is None:
+        scheduler = (
+            AgentScheduler(sessions, client(), interval=settings.scheduler_interval)
+            if settings.scheduler == "agents"
+            else NoopScheduler()
+        )
+    if collector is None and isinstance(scheduler, AgentScheduler):
+        collector = TelemetryCollector(sessions, client(5.0), on_copy_ended=scheduler.wake)
+    if equalizer is None and isinstance(scheduler, AgentScheduler):
+        equalizer = EqualizerLoop(sessions, client())
+    return _Services(
+        engine=engine,
+        sessions=sessions,
+        scheduler=scheduler,
+        collector=collector,
+        equalizer=equalizer,
+        prober=LinkProber(sessions, client(30)),
+        proxy=client(agent_proxy.TIMEOUT),  # routes/agent_proxy.py
+        watcher=campaign_watcher or CampaignWatcher(sessions),
+    )
+
+
+def _include_routes(app: FastAPI) -> None:
+    api = APIRouter(prefix=API_PREFIX)
+    for module in (
+        health,
+        agents,
+        agent_proxy,
+        volume_sets,
+        links,
+        transfers,
+        telemetry,
+        campaigns,
+    ):
+        api.include_router(module.router)
+    app.include_router(api)
+    app.include_router(metrics.router)
+    web.mount(app)  # the dashboard at /, after every API route
+
+
+def _protect(
+    app: FastAPI,
+    settings: ServerSettings,
+    credentials: AgentCredentials,
+    sessions: sessionmaker[Session],
+) -> None:
+    """Bodies bounded (larger for the campaign upload), tokens checked before a body is
+    read, NaN refused, 422s without the input: ``reservoir.common.http_boundary``."""
+    upload = BodyLimit(settings.max_upload_bytes, "max_upload_bytes")
+    protect(
+        app,
+        limit=BodyLimit(settings.max_body_bytes, "max_body_bytes"),
+        larger={API_PREFIX + path: upload for path in campaigns.UPLOAD_PATHS},
+        token_dependency=deps.get_token,  # every route with a token: users' and heartbeats
+        check_token=lambda headers: deps.token_problem(headers, settings, credentials, sessions),
+    )
+
+
+def create_app(
+    settings: ServerSettings,
+    *,
+    engine: Engine | None = None,
+    scheduler: Scheduler | None = None,
+    collector: TelemetryCollector | None = None,
+    equalizer: EqualizerLoop | None = None,
+    campaign_watcher: CampaignWatcher | None = None,
+    credentials: AgentCredentials | None = None,
+    volume_lister: VolumeLister | None = None,
+) -> FastAPI:
+    """The app; its lifespan upgrades the database to the latest revision first, then
+    starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
+    agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
+    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), and the
+    watcher of campaign runs (``campaign_watch.py``); it stops them at the end.
+
+    ``credentials`` default to the key of ``settings.secret_key_path``, read (or made)
+    here: an unusable key file raises ``SecretKeyError`` before anything else opens.
+    ``volume_lister`` asks agents for their volumes at registration (default: a
+    client of its own per registration)."""
+    credentials = credentials or AgentCredentials.from_file(settings.secret_key_path)
+    services = _services(
+        settings,
+        credentials,
+        engine=engine,
+        scheduler=scheduler,
+        collector=collector,
+        equalizer=equalizer,
+        campaign_watcher=campaign_watcher,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await services.start()
+        try:
+            yield
+        finally:
+            await services.stop()
+
+    app = FastAPI(
+        title="Reservoir coordinator",
+        version=__version__,
+        description="Agents, volume sets, links and block transfers across them.",
+        lifespan=lifespan,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.credentials = credentials
+    app.state.volume_lister = volume_lister or OneShotVolumeLister(credentials)
+    _expose(app, services)
+    install_handlers(app)
+    _protect(app, settings, credentials, services.sessions)
+    _allow_origins(app, settings)
+    _include_routes(app)
+    return app
+
+
+def _expose(app: FastAPI, services: _Services) -> None:
+    """The services the routes reach through ``app.state`` (``api/deps.py``)."""
+    app.state.sessions = services.sessions
+    app.state.scheduler = services.scheduler
+    app.state.prober = services.prober
+    app.state.agent_proxy = services.proxy
+    app.state.campaigns = services.watcher
+
+
+def _allow_origins(app: FastAPI, settings: ServerSettings) -> None:
+    """CORS for the origins the settings name (none by default)."""
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )

@@ -1,0 +1,250 @@
+"""A small typed client of the coordinator's API (``/api/v1``), on httpx.
+
+Errors are translated once, in :func:`_translated`, into this tree::
+
+    ClientError                  the message is one clear line
+     +-- UnreachableError        no answer: refused, timed out, not a URL we can use
+     +-- ApiError                an HTTP error status: ``status``, ``message``, ``fields``
+     +-- UnexpectedAnswerError   an answer that is not what the API documents
+
+The bodies are the coordinator's own models (``models.py``), so a field renamed on
+the server is a type error here too. The token travels in ``Authorization: Bearer``
+and appears in no message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from reservoir.server.app.models import (
+    LinkPublic,
+    ProbeCreate,
+    TransferCreate,
+    TransferEventPublic,
+    TransferPublic,
+    VolumeSetPublic,
+)
+
+__all__ = [
+    "API_PREFIX",
+    "DEFAULT_TIMEOUT",
+    "ApiError",
+    "ClientError",
+    "CoordinatorClient",
+    "FieldError",
+    "UnexpectedAnswerError",
+    "UnreachableError",
+    "field_path",
+]
+
+API_PREFIX = "/api/v1"  # main.API_PREFIX, not imported: that pulls in FastAPI and SQLAlchemy
+DEFAULT_TIMEOUT = 10.0
+ACTIONS = ("pause", "resume", "cancel")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ClientError(Exception):
+    """A request to the coordinator failed; ``str()`` is one line for the user."""
+
+
+class UnreachableError(ClientError):
+    """The coordinator did not answer (refused, timed out, bad URL)."""
+
+
+class UnexpectedAnswerError(ClientError):
+    """The coordinator answered something the API does not document."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One entry of a 422 answer: ``path`` such as ``streams_per_pair`` or ``members.0``."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ApiError(ClientError):
+    """The API answered an error status; ``message`` is its ``detail`` (or the reason)."""
+
+    def __init__(
+        self, status: int, message: str, fields: tuple[FieldError, ...] = (), reason: str = ""
+    ) -> None:
+        self.status = status
+        self.message = message
+        self.fields = fields
+        self.reason = reason or httpx.codes.get_reason_phrase(status)
+        head = f"HTTP {status} {self.reason}".rstrip()
+        super().__init__(f"{head}: {message}")
+
+    def lines(self) -> list[str]:
+        """The one-line summary, then one ``field.path: message`` line per field error."""
+        return [str(self), *(str(f) for f in self.fields)]
+
+
+def field_path(loc: list[Any] | tuple[Any, ...]) -> str:
+    """``["body", "pacing", "margin"]`` -> ``pacing.margin`` (where the field was, dropped)."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "path", "query", "header"):
+        parts = parts[1:]
+    return ".".join(str(p) for p in parts)
+
+
+def _clean(msg: str) -> str:
+    return msg.removeprefix("Value error, ")
+
+
+def api_error(response: httpx.Response) -> ApiError:
+    """The :class:`ApiError` of an error answer, whatever shape its body has."""
+    status = response.status_code
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if isinstance(detail, str) and detail:
+        return ApiError(status, detail, reason=response.reason_phrase)
+    if isinstance(detail, list) and detail:
+        fields = tuple(
+            FieldError(field_path(e.get("loc", [])), _clean(str(e.get("msg", ""))))
+            for e in detail
+            if isinstance(e, dict)
+        )
+        return ApiError(status, "invalid request", fields, reason=response.reason_phrase)
+    text = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
+    return ApiError(status, text or "no detail given", reason=response.reason_phrase)
+
+
+class CoordinatorClient:
+    """``with CoordinatorClient(url, token) as c: c.transfers()``; every call may raise
+    :class:`ClientError`."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        base = self.url if self.url.endswith(API_PREFIX) else self.url + API_PREFIX
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout
+        try:
+            self._http = httpx.Client(
+                base_url=base, headers=headers, timeout=timeout, transport=transport
+            )
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise UnreachableError(f"{url!r} is not a coordinator URL: {exc}") from exc
+
+    def __enter__(self) -> CoordinatorClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------ the API
+
+    def volume_sets(self) -> list[VolumeSetPublic]:
+        return self._get_list("/volume-sets", VolumeSetPublic)
+
+    def links(self) -> list[LinkPublic]:
+        return self._get_list("/links", LinkPublic)
+
+    def link(self, link_id: str) -> LinkPublic:
+        return self._request("GET", f"/links/{_quote(link_id)}", LinkPublic)
+
+    def probe_link(self, link_id: str, body: ProbeCreate) -> LinkPublic:
+        """Starts a probe of the link (``probe.state`` is ``running``)."""
+        payload = body.model_dump(mode="json")
+        return self._request("POST", f"/links/{_quote(link_id)}/probe", LinkPublic, json=payload)
+
+    def transfers(self) -> list[TransferPublic]:
+        return self._get_list("/transfers", TransferPublic)
+
+    def transfer(self, transfer_id: str) -> TransferPublic:
+        return self._request("GET", f"/transfers/{_quote(transfer_id)}", TransferPublic)
+
+    def create_transfer(self, body: TransferCreate) -> TransferPublic:
+        payload = body.model_dump(mode="json")
+        return self._request("POST", "/transfers", TransferPublic, json=payload)
+
+    def act(self, transfer_id: str, action: str) -> TransferPublic:
+        """``pause``, ``resume`` or ``cancel``: the transfer in its new state."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        return self._request("POST", f"/transfers/{_quote(transfer_id)}/{action}", TransferPublic)
+
+    def events(self, transfer_id: str) -> list[TransferEventPublic]:
+        return self._get_list(f"/transfers/{_quote(transfer_id)}/events", TransferEventPublic)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _get_list(self, path: str, model: type[M]) -> list[M]:
+        with self._translated():
+            response = self._send("GET", path)
+            return TypeAdapter(list[model]).validate_json(response.content)  # type: ignore[valid-type]
+
+    def _request(self, method: str, path: str, model: type[M], **kwargs: Any) -> M:
+        with self._translated():
+            response = self._send(method, path, **kwargs)
+            return model.model_validate_json(response.content)
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        response = self._http.request(method, path, **kwargs)
+        if response.is_error:
+            raise api_error(response)
+        return response
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """The one place where httpx's and pydantic's errors become :class:`ClientError`."""
+        try:
+            yield
+        except httpx.TimeoutException as exc:
+            raise UnreachableError(
+                f"the coordinator at {self.url} did not answer within {self.timeout:g} s"
+            ) from exc
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise UnreachableError(f"{self.url!r} is not a coordinator URL: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise UnreachableError(
+                f"cannot reach the coordinator at {self.url} ({_reason(exc)})"
+            ) from exc
+        except ValidationError as exc:
+            raise UnexpectedAnswerError(
+                f"the coordinator at {self.url} sent an answer this client does not "
+                f"understand ({exc.error_count()} problem(s), first: "
+                f"{field_path(exc.errors()[0]['loc'])}: {exc.errors()[0]['msg']})"
+            ) from exc
+
+
+def _quote(segment: str) -> str:
+    """One path segment: an id typed by a user must not walk to another route."""
+    return quote(segment, safe="")
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    text = str(exc) or type(exc).__name__
+    if "refused" in text.lower():
+        return "connection refused"
+    return text.splitlines()[0]
