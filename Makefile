@@ -25,10 +25,10 @@ conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, 
 	.venv/bin/python -m reservoir.lab.compare_targets
 
 bench: $(STAMP)     ## the quick subset of every shipped campaign: design.md section 6 figures (~15 min)
-	.venv/bin/python -m reservoir.lab.campaign.bench
+	.venv/bin/python -m reservoir.campaigns.bench
 
 bench-full: $(STAMP) ## every shipped campaign's whole matrix with its repetitions, then the section 6 figures (~3.5 h)
-	.venv/bin/python -m reservoir.lab.campaign.bench --full
+	.venv/bin/python -m reservoir.campaigns.bench --full
 
 bench-copy: $(STAMP)  ## reservoir copy on loopback against iperf3, and into tgt (a benchmark)
 	.venv/bin/python -m reservoir.lab.bench_copy
@@ -46,8 +46,8 @@ bench-equalizer: $(STAMP)  ## 16 streams, 60 and 200 ms paths, one shared bottle
 	.venv/bin/python -m reservoir.lab.bench_equalizer
 
 fmt: $(STAMP)
-	.venv/bin/ruff format reservoir agent lab server kmod-pacing config web scripts tests setup.py
-	.venv/bin/ruff check --fix reservoir agent lab server kmod-pacing config web scripts tests setup.py
+	.venv/bin/ruff format reservoir agent lab server kmod-pacing campaigns config web scripts tests setup.py
+	.venv/bin/ruff check --fix reservoir agent lab server kmod-pacing campaigns config web scripts tests setup.py
 
 clean:
 	rm -rf build *.egg-info .mypy_cache .ruff_cache .pytest_cache agent/storage/*.so

@@ -20,7 +20,8 @@ from reservoir.lab._lfn_copy import (
     start_copy,
     stream_lines,
 )
-from reservoir.lab._lfn_sampling import (
+from reservoir.lab.bench_copy import Source, file_digest, make_lun
+from reservoir.lab.lfn_sampling import (
     Bin,
     LinkSampler,
     back_after,
@@ -29,7 +30,6 @@ from reservoir.lab._lfn_sampling import (
     mean_rate,
     series_lines,
 )
-from reservoir.lab.bench_copy import Source, file_digest, make_lun
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 

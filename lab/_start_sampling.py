@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from reservoir.lab._coord_site import inside
+from reservoir.lab.coord_site import inside
 
 INTERVAL = 0.002
 DATA = 64 << 10  # more than logins, probes and pings together: the copy's data is flowing

@@ -38,8 +38,8 @@ from typing import Any
 import httpx
 
 from reservoir.common.fairness import jain
-from reservoir.lab._coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.bench_copy import Source, file_digest, make_lun, parse_size, write_source
+from reservoir.lab.coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process

@@ -45,11 +45,11 @@ from typing import Any
 import httpx
 
 from reservoir.lab import netns
-from reservoir.lab._coord_site import SRC_PORTS, AgentProc, inside, site_credentials
 from reservoir.lab._lfn_copy import LINKS, Net, Target
-from reservoir.lab._lfn_sampling import link_devices
 from reservoir.lab._start_sampling import RxSampler, start_of
 from reservoir.lab.bench_copy import Source, file_digest, make_lun, parse_size, write_source
+from reservoir.lab.coord_site import SRC_PORTS, AgentProc, inside, site_credentials
+from reservoir.lab.lfn_sampling import link_devices
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError

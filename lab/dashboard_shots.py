@@ -37,10 +37,10 @@ from typing import Any
 import httpx
 
 from reservoir.lab import netns
-from reservoir.lab._coord_site import COORD_PORT, Coordinator, Site, inside
 from reservoir.lab._lfn_copy import Net
 from reservoir.lab.bench_coordinator import DEFAULT_SPEC, STRIPE_UNIT, register
 from reservoir.lab.bench_copy import parse_size
+from reservoir.lab.coord_site import COORD_PORT, Coordinator, Site, inside
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError

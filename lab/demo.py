@@ -39,9 +39,9 @@ from typing import Any
 import httpx
 
 from reservoir.lab import netns
-from reservoir.lab._coord_site import COORD_PORT
 from reservoir.lab.bench_coordinator import DEFAULT_SPEC, STRIPE_UNIT, check_hashes
 from reservoir.lab.bench_copy import parse_size
+from reservoir.lab.coord_site import COORD_PORT
 from reservoir.lab.dashboard_shots import DashboardLab, dashboard_lab
 from reservoir.lab.forward import ForwardError, ForwardThread, listen_socket, parse_addr, socket_in
 from reservoir.lab.netns import LabError

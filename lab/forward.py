@@ -31,7 +31,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from reservoir.lab._coord_site import inside
+from reservoir.lab.coord_site import inside
 
 __all__ = [
     "ForwardError",

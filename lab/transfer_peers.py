@@ -12,7 +12,7 @@ Both servers run as ``nobody``, so they write into a directory ``nobody`` owns:
 server's configuration and logs live in a temporary directory of its own, removed when
 it stops. With ``netns`` a server runs inside that network namespace (``ip netns exec``
 execs the tool itself, so the PID is the server's). The timed copy through them is
-:func:`reservoir.lab._peer_copy.timed_copy`.
+:func:`reservoir.lab.peer_copy.timed_copy`.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from reservoir import __version__
 from reservoir.agent import agent_cli
 from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
+from reservoir.campaigns import cli as campaign_cli
 from reservoir.lab import cli as lab_cli
-from reservoir.lab.campaign import cli as campaign_cli
 from reservoir.server.clients import cli as server_cli
 from reservoir.server.clients import link_cli
 from reservoir.server.clients import transfer_cli as coordinator_transfer_cli

@@ -48,7 +48,7 @@ fi
 # Bytecode for the project's own modules (an editable install compiles none): every
 # process start (an agent, a copy) then skips compiling them, 0.15-0.35 s here, and
 # more where PYTHONDONTWRITEBYTECODE keeps Python from caching it by itself.
-.venv/bin/python -m compileall -q agent lab server kmod-pacing reservoir >/dev/null
+.venv/bin/python -m compileall -q agent lab server kmod-pacing campaigns reservoir >/dev/null
 .venv/bin/python -c 'import reservoir.agent.storage as s; print("install: storage engine backends:", ", ".join(s.available_backends()))'
 .venv/bin/python -c 'from reservoir.lab.delayline import build; print("install: delay line:", build())'
 .venv/bin/python -c 'from reservoir.pacing._build import build; print("install: cwnd clamp BPF program:", build())' \

@@ -3,7 +3,7 @@ client sends to start a run) / ``CampaignRunPublic`` (a run in the list) and
 ``CampaignRunDetail`` (one run with its summary rows); the shipped campaigns a run can
 be started from (``CampaignAvailable``).
 
-The summary rows are those of ``lab/campaign/_results.py`` (``summary_rows``): one per
+The summary rows are those of ``campaigns/results.py`` (``summary_rows``): one per
 scenario, medians over its repetitions, with the design section 6 targets that apply
 (``checks``: column -> target, met or not).
 """

@@ -8,7 +8,7 @@ It keeps in DIR:
 
 - ``progress.json``, rewritten atomically at every change: state, done/total runs,
   the scenario and repetition running, elapsed and ETA seconds, error;
-- ``results.json``, the runs so far (``lab/campaign/_results.py``), rewritten after
+- ``results.json``, the runs so far (``campaigns/results.py``), rewritten after
   every finished run; ``report.html`` at the end; ``log.txt``;
 
 and exits 0 when every run completed, 1 when a run failed, 2 for a bad campaign file,
@@ -27,8 +27,7 @@ followed again; one whose runner is gone takes the final state of its progress.j
 it wrote one, else becomes failed, saying so. Stopping the coordinator leaves runners
 running: a campaign outlives a restart of the API.
 
-Lab modules (``reservoir.lab.campaign``) are imported inside functions only: the
-coordinator starts without them.
+Results are read and summed up with :mod:`reservoir.campaigns.results`.
 """
 
 from __future__ import annotations
@@ -50,6 +49,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from reservoir.campaigns.results import CampaignRun as Results
+from reservoir.campaigns.results import ResultsError, summary_rows
 from reservoir.server.app.campaign_models import ACTIVE_STATES, CampaignState
 from reservoir.server.app.core.config import ENV_PREFIX
 from reservoir.server.app.tables import CampaignRun, utcnow
@@ -129,10 +130,6 @@ class StoredResults:
 
 def validate_results(data: Any) -> StoredResults:
     """Validates campaign results (JSON data); raises ``ResultsError`` naming the field."""
-    # Until campaigns are one component below both (tests/unit/test_layers.py KNOWN).
-    from reservoir.lab.campaign._results import CampaignRun as Results  # noqa: PLC0415
-    from reservoir.lab.campaign._results import summary_rows  # noqa: PLC0415
-
     result = Results.from_json(data)
     summary = {
         "rows": [dataclasses.asdict(row) for row in summary_rows(result)],
@@ -378,7 +375,6 @@ class CampaignWatcher:
 
     def _take_results(self, row: CampaignRun, out: Path, live: _Live | None = None) -> str | None:
         """Stores DIR/results.json if it changed; returns why it is not usable, if not."""
-        from reservoir.lab.campaign._results import ResultsError  # noqa: PLC0415 - as above
 
         path = out / "results.json"
         try:

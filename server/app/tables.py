@@ -327,7 +327,7 @@ class NicPacingRate(Base):
 
 
 class CampaignRun(Base):
-    """A run of a campaign (lab/campaign): started here (``origin`` api, its runner a
+    """A run of a campaign (campaigns/): started here (``origin`` api, its runner a
     child process writing into ``out_dir``, watched by ``campaign_watch.py``) or
     imported from a run elsewhere (``origin`` import). ``results`` is the runner's
     results.json (the runs so far while it runs), ``summary`` its summary rows."""

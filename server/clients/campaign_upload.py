@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from reservoir.campaigns.results import CampaignRun, ResultsError
 from reservoir.server.clients.transfer_cli import DEFAULT_SERVER, ENV_SERVER, ENV_TOKEN
 
 __all__ = ["add_upload_parser", "upload"]
@@ -81,8 +82,6 @@ def results_path(source: Path) -> Path:
 
 def read_results(path: Path) -> Any:
     """The JSON of ``path``, validated as campaign results (UploadError naming the field)."""
-    # Until campaigns are one component below both (tests/unit/test_layers.py KNOWN).
-    from reservoir.lab.campaign._results import CampaignRun, ResultsError  # noqa: PLC0415
 
     try:
         data = json.loads(path.read_bytes())

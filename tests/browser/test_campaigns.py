@@ -26,8 +26,7 @@ import pytest
 import uvicorn
 from playwright.sync_api import Page, expect
 
-from reservoir.lab._coord_site import inside
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns.results import (
     CampaignRun,
     Failover,
     Interval,
@@ -39,6 +38,7 @@ from reservoir.lab.campaign._results import (
     Stream,
     Topology,
 )
+from reservoir.lab.coord_site import inside
 from reservoir.lab.dashboard_shots import DashboardLab
 from reservoir.server import ServerSettings, create_app
 

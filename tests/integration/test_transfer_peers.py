@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab._peer_copy import Leg, digest_files, timed_copy
 from reservoir.lab.bench_copy import Source, write_source
+from reservoir.lab.peer_copy import Leg, digest_files, timed_copy
 from reservoir.lab.peers import PeerError, free_port
 from reservoir.lab.transfer_peers import GridftpServer, Server, XrootdServer, nobody_dir
 

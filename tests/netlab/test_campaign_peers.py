@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.campaigns.results import CampaignRun, summary_rows
 from reservoir.lab import netns
-from reservoir.lab.campaign._results import CampaignRun, summary_rows
 
 from .conftest import need_lab
 from .test_campaign_run import campaign, finish, write

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab.campaign import load
-from reservoir.lab.campaign._results import CampaignRun
-from reservoir.lab.campaign._site import Site, place, site
+from reservoir.campaigns import load
+from reservoir.campaigns.results import CampaignRun
+from reservoir.campaigns.run.site import Site, place, site
 
 from .conftest import need_lab
 

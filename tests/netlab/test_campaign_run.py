@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from reservoir.campaigns.results import CampaignRun
 from reservoir.lab import netns
-from reservoir.lab.campaign._results import CampaignRun
 
 from .conftest import need_lab
 

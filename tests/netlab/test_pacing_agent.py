@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reservoir.lab._coord_site import AgentProc, inside, site_credentials
+from reservoir.lab.coord_site import AgentProc, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.spec import parse
 from reservoir.pacing import nic

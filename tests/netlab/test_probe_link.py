@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reservoir.lab._coord_site import AgentProc, Coordinator, inside, site_credentials
+from reservoir.lab.coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.spec import parse
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from test_campaign_results import campaign, run, scenario
 
-from reservoir.lab.campaign._results import Failover
-from reservoir.lab.campaign.bench import figures
+from reservoir.campaigns.bench import figures
+from reservoir.campaigns.results import Failover
 
 
 def line(lines: list[str], start: str) -> str:

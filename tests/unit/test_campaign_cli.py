@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from test_campaign_report import make_campaign
 
+from reservoir.campaigns import CAMPAIGN_DIR, load
 from reservoir.cli import main
-from reservoir.lab.campaign import CAMPAIGN_DIR, load
 
 
 def test_show_lists_the_quick_subset_with_its_baselines(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab._peer_copy import PeerCopy, digest_files
-from reservoir.lab.bench_copy import write_source
-from reservoir.lab.campaign._peer_run import (
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Event
+from reservoir.campaigns.run.peer_run import (
     PeerSources,
     _record,
     progress_intervals,
     shares,
 )
-from reservoir.lab.campaign._results import Event
-from reservoir.lab.campaign._scenario import Scenario
+from reservoir.lab.bench_copy import write_source
+from reservoir.lab.peer_copy import PeerCopy, digest_files
 from reservoir.lab.peers import PeerError
 from reservoir.lab.transfer_peers import nobody_parent
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab.campaign import _svg as svg
-from reservoir.lab.campaign._report import report_main, write_report
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns import _svg as svg
+from reservoir.campaigns.report import report_main, write_report
+from reservoir.campaigns.results import (
     CampaignRun,
     Event,
     Failover,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns.results import (
     CampaignRun,
     Event,
     Failover,

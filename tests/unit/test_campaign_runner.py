@@ -11,18 +11,18 @@ from typing import Any, cast
 
 import pytest
 
-from reservoir.lab.campaign import Scenario, load
-from reservoir.lab.campaign._iperf3_remote import run_body, streams_of
-from reservoir.lab.campaign._iperf3_run import client_argv, legs
-from reservoir.lab.campaign._progress import Progress
-from reservoir.lab.campaign._reservoir_run import path_namer, transfer_body
-from reservoir.lab.campaign._results import Run, Sample, Stream
-from reservoir.lab.campaign._results import Scenario as ResultScenario
-from reservoir.lab.campaign._runner import plan, topology_record
-from reservoir.lab.campaign._scenario import Tool
-from reservoir.lab.campaign._site import PathEnds, Place, Site
-from reservoir.lab.campaign._spec import CAMPAIGN_DIR
-from reservoir.lab.campaign._timeline import nic_rates
+from reservoir.campaigns import Scenario, load
+from reservoir.campaigns._scenario import Tool
+from reservoir.campaigns._spec import CAMPAIGN_DIR
+from reservoir.campaigns.results import Run, Sample, Stream
+from reservoir.campaigns.results import Scenario as ResultScenario
+from reservoir.campaigns.run.iperf3_remote import run_body, streams_of
+from reservoir.campaigns.run.iperf3_run import client_argv, legs
+from reservoir.campaigns.run.progress import Progress
+from reservoir.campaigns.run.reservoir_run import path_namer, transfer_body
+from reservoir.campaigns.run.runner import plan, topology_record
+from reservoir.campaigns.run.site import PathEnds, Place, Site
+from reservoir.campaigns.run.timeline import nic_rates
 from reservoir.lab.network import Lab
 
 LOSSY = CAMPAIGN_DIR / "lossy.toml"

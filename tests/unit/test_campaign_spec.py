@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from reservoir.lab import campaign
-from reservoir.lab.campaign import Campaign, CampaignError, Scenario, load, parse
-from reservoir.lab.campaign import _estimate as model
+from reservoir import campaigns as campaign
+from reservoir.campaigns import Campaign, CampaignError, Scenario, load, parse
+from reservoir.campaigns import _estimate as model
 
 QUICK_BUDGET_S = 15 * 60
 

@@ -1,4 +1,4 @@
-"""From the tools' reports to a campaign run's records (lab/campaign/_telemetry.py)."""
+"""From the tools' reports to a campaign run's records (campaigns/run/telemetry.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from reservoir.lab._lfn_sampling import Bin
-from reservoir.lab.campaign._results import Event, Sample, Stream
-from reservoir.lab.campaign._telemetry import (
+from reservoir.campaigns.results import Event, Sample, Stream
+from reservoir.campaigns.run.telemetry import (
     failover,
     intervals,
     iperf3_streams,
     stream_records,
 )
+from reservoir.lab.lfn_sampling import Bin
 
 T0 = 1_795_000_000.0
 

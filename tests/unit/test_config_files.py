@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from reservoir import campaigns as campaign
 from reservoir.agent.control.core.config import SettingsError as AgentSettingsError
 from reservoir.agent.control.core.config import load_settings as load_agent
 from reservoir.agent.target import config as target_config
 from reservoir.agent.tuning import ProfileError, load_profile
-from reservoir.lab import campaign, spec
+from reservoir.lab import spec
 from reservoir.server.app.core.config import SettingsError as ServerSettingsError
 from reservoir.server.app.core.config import load_settings as load_server
 

@@ -25,8 +25,8 @@ import httpx
 import pytest
 import uvicorn
 
-from reservoir.lab.campaign import _spec
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns import _spec
+from reservoir.campaigns.results import (
     CampaignRun,
     Interval,
     Machine,
@@ -389,7 +389,7 @@ def test_an_unknown_campaign_is_422_listing_the_shipped_ones(
     settings: Settings, tmp_path: Path
 ) -> None:
     with coordinator(settings()) as c:
-        for name in ("nope", "../../etc/passwd", "/etc/hosts", "lab/campaign/cli.py", "a\0b"):
+        for name in ("nope", "../../etc/passwd", "/etc/hosts", "campaigns/cli.py", "a\0b"):
             r = c.post("/campaigns", json={"campaign": name})
             assert r.status_code == 422, (name, r.text)
             [error] = r.json()["detail"]
@@ -408,7 +408,7 @@ def test_an_invalid_campaign_file_is_422_with_each_of_its_problems(
         'name = "broken"\ndescription = "x"\nrepetitions = 0\n[topology]\nkind = "moon"\n'
     )
     monkeypatch.setattr(_spec, "CAMPAIGN_DIR", shipped)
-    monkeypatch.setattr("reservoir.lab.campaign.CAMPAIGN_DIR", shipped)
+    monkeypatch.setattr("reservoir.campaigns.CAMPAIGN_DIR", shipped)
     with coordinator(settings()) as c:
         r = c.post("/campaigns", json={"campaign": "broken"})
         available = ok(c.get("/campaigns/available"))
@@ -443,7 +443,7 @@ def test_a_real_campaign_runs_through_this_coordinator_with_the_starters_token(
     shipped.mkdir()
     (shipped / "wan.toml").write_text(REAL)
     monkeypatch.setattr(_spec, "CAMPAIGN_DIR", shipped)
-    monkeypatch.setattr("reservoir.lab.campaign.CAMPAIGN_DIR", shipped)
+    monkeypatch.setattr("reservoir.campaigns.CAMPAIGN_DIR", shipped)
     s = settings()
     with coordinator(s) as c:
         run = start(c, runners, "wan", quick=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reservoir.lab._peer_copy import PeerCopy
+from reservoir.lab.peer_copy import PeerCopy
 from reservoir.lab.transfer_peers import (
     GridftpServer,
     XrootdServer,

@@ -2,9 +2,8 @@
 owns the machine's lab), cancelling it, importing a finished run's results, and the
 run's summary and HTML report. The runner itself is followed by ``campaign_watch.py``.
 
-Campaigns and results are read with ``reservoir.lab.campaign`` for now: an upward
-edge that tests/unit/test_layers.py lists in KNOWN until campaigns are one component
-below the coordinator and the lab.
+Campaigns, their results and reports are those of :mod:`reservoir.campaigns`, the
+component the runner and the report use too.
 """
 
 from __future__ import annotations
@@ -20,17 +19,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from reservoir.lab.campaign import (
+from reservoir.campaigns import (
     CAMPAIGN_DIR,
     DATA_ROOT,
     Campaign,
     CampaignError,
-    _report,
     load,
     shipped,
 )
-from reservoir.lab.campaign._results import CampaignRun as Results
-from reservoir.lab.campaign._results import ResultsError
+from reservoir.campaigns import report as campaign_report
+from reservoir.campaigns.results import CampaignRun as Results
+from reservoir.campaigns.results import ResultsError
 from reservoir.server.app.campaign_models import (
     ACTIVE_STATES,
     CampaignAvailable,
@@ -402,12 +401,12 @@ def report_html(session: Session, run_id: str, settings: ServerSettings) -> str:
 def _render(data: dict[str, Any]) -> str:
 
     result = Results.from_json(data)
-    one_page = getattr(_report, "report_html", None)
+    one_page = getattr(campaign_report, "report_html", None)
     if one_page is not None:
         text: str = one_page(result)
         return text
     with tempfile.TemporaryDirectory(prefix="reservoir-report-") as tmp:
-        index = _report.write_report(result, Path(tmp))
+        index = campaign_report.write_report(result, Path(tmp))
         return _inline_svg(index.read_text(encoding="utf-8"), Path(tmp))
 
 

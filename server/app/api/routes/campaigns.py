@@ -89,7 +89,7 @@ def list_runs(session: SessionDep) -> list[CampaignRunPublic]:
 )
 def import_results(
     session: SessionDep,
-    body: Annotated[dict[str, Any], Body(description="results.json of lab/campaign")],
+    body: Annotated[dict[str, Any], Body(description="results.json of a campaign run")],
     quick: Annotated[bool, Query(description="the run was of the quick subset")] = False,
 ) -> CampaignRunPublic:
     return campaigns.public(campaigns.import_results(session, body, quick))
@@ -103,7 +103,7 @@ def get_run(run_id: RunId, session: SessionDep) -> CampaignRunDetail:
 @router.get(
     "/{run_id}/results",
     responses=NOT_FOUND,
-    summary="The run's results (lab/campaign's results.json; the runs so far while it runs)",
+    summary="The run's results (its results.json; the runs so far while it runs)",
 )
 def get_results(run_id: RunId, session: SessionDep) -> JSONResponse:
     return JSONResponse(campaigns.results(session, run_id))

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from typing import Any
 
-from reservoir.lab.campaign._iperf3_run import Iperf3Error, Leg, legs
-from reservoir.lab.campaign._remote import Remote
-from reservoir.lab.campaign._results import Run, Sample, Stream
-from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import SiteError
-from reservoir.lab.campaign._telemetry import intervals, scenario_record
-from reservoir.lab.campaign._timeline import PAYLOAD, nic_rates
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Run, Sample, Stream
+from reservoir.campaigns.run.iperf3_run import Iperf3Error, Leg, legs
+from reservoir.campaigns.run.remote import Remote
+from reservoir.campaigns.run.site import SiteError
+from reservoir.campaigns.run.telemetry import intervals, scenario_record
+from reservoir.campaigns.run.timeline import PAYLOAD, nic_rates
 
 __all__ = ["run_iperf3_remote"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reservoir.lab.campaign._results import Run, stream_limits
+from reservoir.campaigns.results import Run, stream_limits
 
 __all__ = ["Progress"]
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from reservoir.lab.campaign import _check as check
-from reservoir.lab.campaign._matrix import Matrix
-from reservoir.lab.campaign._scenario import Action, Event
-from reservoir.lab.campaign._topology import Topology
+from reservoir.campaigns import _check as check
+from reservoir.campaigns._matrix import Matrix
+from reservoir.campaigns._scenario import Action, Event
+from reservoir.campaigns._topology import Topology
 
 KEYS = ("at_s", "action", "link", "value")
 RUN_ACTIONS = ("link-down", "link-up")

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from reservoir.campaigns._spec import Campaign, CampaignError, load
+from reservoir.campaigns.results import CampaignRun, format_summary, summary_rows
+from reservoir.campaigns.run.progress import Progress
+from reservoir.campaigns.run.runner import Cancelled, estimates, run_campaign
 from reservoir.lab import netns
-from reservoir.lab.campaign._progress import Progress
-from reservoir.lab.campaign._results import CampaignRun, format_summary, summary_rows
-from reservoir.lab.campaign._runner import Cancelled, estimates, run_campaign
-from reservoir.lab.campaign._spec import Campaign, CampaignError, load
 from reservoir.server.clients.campaign_upload import UploadError, read_token
 from reservoir.server.clients.transfer_cli import DEFAULT_SERVER, ENV_SERVER
 

@@ -1,9 +1,9 @@
 """LFN benchmarking campaigns (config/campaigns/NAME.toml): a topology, a matrix of
 scenarios, repetitions, events during a run, an iperf3 baseline and a quick subset.
 
-    from reservoir.lab import campaign
+    from reservoir import campaigns
 
-    c = campaign.load(campaign.CAMPAIGN_DIR / "lfn-2x500m-100ms.toml")
+    c = campaigns.load(campaigns.CAMPAIGN_DIR / "lfn-2x500m-100ms.toml")
     for scenario in c.scenarios():        # or c.quick() for make bench
         spec = c.lab_spec(scenario)       # the lab to build (its loss on the paths)
         ...
@@ -11,12 +11,16 @@ scenarios, repetitions, events during a run, an iperf3 baseline and a quick subs
 The file format is described in _spec.py (the whole file), _topology.py, _matrix.py
 (dimensions, expansion rules, names, exclude, quick) and _events.py; the time model of
 :meth:`Campaign.estimate_seconds` in _estimate.py. The results of a run and their
-report live in _results.py and _report.py.
+report live in results.py and report.py; running a campaign in run/ (the lab, the
+tools, the runner), ``reservoir campaign`` in cli.py.
+
+This package (without run/ and cli.py) is below the coordinator and the lab: the
+coordinator reads campaigns, results and reports with it, the runner writes them.
 """
 
-from reservoir.lab.campaign._matrix import DIMENSIONS, Matrix
-from reservoir.lab.campaign._scenario import Event, Scenario
-from reservoir.lab.campaign._spec import (
+from reservoir.campaigns._matrix import DIMENSIONS, Matrix
+from reservoir.campaigns._scenario import Event, Scenario
+from reservoir.campaigns._spec import (
     CAMPAIGN_DIR,
     DATA_ROOT,
     Campaign,
@@ -25,7 +29,7 @@ from reservoir.lab.campaign._spec import (
     parse,
     shipped,
 )
-from reservoir.lab.campaign._topology import Topology
+from reservoir.campaigns._topology import Topology
 
 __all__ = [
     "CAMPAIGN_DIR",

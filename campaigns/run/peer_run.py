@@ -1,6 +1,6 @@
 """One gridftp or xrdcp run (design section 5): the scenario's ``size`` copied disk to
 disk from the source's namespace into servers in the destination's, timed and checked
-by lab/_peer_copy.py (``sync`` first, the clock to the destination fsynced, the
+by lab/peer_copy.py (``sync`` first, the clock to the destination fsynced, the
 destination hashed against the source).
 
 The streams are dealt to the paths as iperf3's are (``_iperf3_run.legs``): one server
@@ -24,15 +24,15 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reservoir.lab._peer_copy import Leg, PeerCopy, timed_copy
+from reservoir.campaigns._scenario import Event as Planned
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Event, Interval, Run, Sample, Stream
+from reservoir.campaigns.run.iperf3_run import legs, paced
+from reservoir.campaigns.run.site import Place
+from reservoir.campaigns.run.telemetry import failover, intervals, scenario_record
+from reservoir.campaigns.run.timeline import Timeline, nic_rates, sampler
 from reservoir.lab.bench_copy import Source, write_source
-from reservoir.lab.campaign._iperf3_run import legs, paced
-from reservoir.lab.campaign._results import Event, Interval, Run, Sample, Stream
-from reservoir.lab.campaign._scenario import Event as Planned
-from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import Place
-from reservoir.lab.campaign._telemetry import failover, intervals, scenario_record
-from reservoir.lab.campaign._timeline import Timeline, nic_rates, sampler
+from reservoir.lab.peer_copy import Leg, PeerCopy, timed_copy
 from reservoir.lab.peers import PeerError
 from reservoir.lab.transfer_peers import (
     GridftpServer,

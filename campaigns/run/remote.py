@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from reservoir.lab.campaign._site import PathEnds, SiteError
-from reservoir.lab.campaign._spec import Campaign, CampaignError
-from reservoir.lab.campaign._topology import Topology
+from reservoir.campaigns._spec import Campaign, CampaignError
+from reservoir.campaigns._topology import Topology
+from reservoir.campaigns.run.site import PathEnds, SiteError
 
 __all__ = ["Remote", "connect"]
 

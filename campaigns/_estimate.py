@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from reservoir.lab.campaign._scenario import PEERS, Scenario
-from reservoir.lab.campaign._topology import LOOPBACK_MBIT, Topology
+from reservoir.campaigns._scenario import PEERS, Scenario
+from reservoir.campaigns._topology import LOOPBACK_MBIT, Topology
 
 GOODPUT = 0.85
 RUN_SETUP_S = 10.0

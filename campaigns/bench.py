@@ -3,7 +3,7 @@ the figures of design.md section 6 as ratios measured in the same run; ``make
 bench-full`` (``--full``) the same over every campaign's whole matrix with its written
 repetitions (about three and a half hours on the development machine).
 
-    python -m reservoir.lab.campaign.bench [--full] [--out DIR] [--only NAME ...]
+    python -m reservoir.campaigns.bench [--full] [--out DIR] [--only NAME ...]
 
 Each campaign's results go to ``DIR/NAME/`` (results.json, report.html, log.txt); the
 end prints each campaign's summary table and then one block of section 6 figures:
@@ -30,7 +30,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns._spec import shipped
+from reservoir.campaigns.results import (
     TARGET_BACK_S,
     TARGET_BOTTLENECK,
     TARGET_FAILOVER_S,
@@ -44,8 +45,7 @@ from reservoir.lab.campaign._results import (
     format_summary,
     summary_rows,
 )
-from reservoir.lab.campaign._run_cli import run_main
-from reservoir.lab.campaign._spec import shipped
+from reservoir.campaigns.run.run_cli import run_main
 
 __all__ = ["figures", "main"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from reservoir.lab.campaign._check import format_size
+from reservoir.campaigns._check import format_size
 
 Tool = Literal["iperf3", "reservoir", "gridftp", "xrdcp"]
 Pacing = Literal["off", "per-nic", "per-socket"]

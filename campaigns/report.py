@@ -25,8 +25,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from reservoir.lab.campaign import _svg as svg
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns import _svg as svg
+from reservoir.campaigns.results import (
     COLUMNS,
     TARGET_BACK_S,
     TARGET_BOTTLENECK,

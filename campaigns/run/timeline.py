@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from reservoir.lab._lfn_sampling import LinkSampler, link_devices
-from reservoir.lab.campaign._results import Event, EventKind
-from reservoir.lab.campaign._scenario import Event as Planned
-from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import Paths, Place
+from reservoir.campaigns._scenario import Event as Planned
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Event, EventKind
+from reservoir.campaigns.run.site import Paths, Place
+from reservoir.lab.lfn_sampling import LinkSampler, link_devices
 
 __all__ = ["PAYLOAD", "Timeline", "nic_rates", "sampler"]
 

@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from reservoir.campaigns import _check as check
 from reservoir.lab import spec as labspec
-from reservoir.lab.campaign import _check as check
 
 Kind = Literal["loopback", "lab", "real"]
 MAX_LINE_MBIT = 8000  # per delay line (design section 4)

@@ -17,17 +17,17 @@ from contextlib import ExitStack
 from datetime import datetime
 from typing import Any, Protocol
 
-from reservoir.lab.campaign._results import Event, Run
-from reservoir.lab.campaign._scenario import Event as Planned
-from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import PathEnds, Place
-from reservoir.lab.campaign._telemetry import (
+from reservoir.campaigns._scenario import Event as Planned
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Event, Run
+from reservoir.campaigns.run.site import PathEnds, Place
+from reservoir.campaigns.run.telemetry import (
     failover,
     intervals,
     scenario_record,
     stream_records,
 )
-from reservoir.lab.campaign._timeline import MARGIN, Timeline, sampler
+from reservoir.campaigns.run.timeline import MARGIN, Timeline, sampler
 
 __all__ = ["run_reservoir", "transfer_body"]
 

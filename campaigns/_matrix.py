@@ -53,8 +53,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from reservoir.lab.campaign import _check as check
-from reservoir.lab.campaign._scenario import (
+from reservoir.campaigns import _check as check
+from reservoir.campaigns._scenario import (
     CC,
     MULTILINK,
     PACING,

@@ -14,10 +14,10 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from reservoir.lab._lfn_sampling import Bin, back_after, lost_seconds, mean_rate
-from reservoir.lab.campaign import _results as results
-from reservoir.lab.campaign._results import Event, Failover, Interval, Sample, Stream
-from reservoir.lab.campaign._scenario import Scenario
+from reservoir.campaigns import results
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Event, Failover, Interval, Sample, Stream
+from reservoir.lab.lfn_sampling import Bin, back_after, lost_seconds, mean_rate
 
 __all__ = [
     "PRE_CUT_S",

@@ -28,15 +28,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reservoir.lab.campaign._estimate import run_seconds
-from reservoir.lab.campaign._iperf3_remote import run_iperf3_remote
-from reservoir.lab.campaign._iperf3_run import run_iperf3
-from reservoir.lab.campaign._peer_run import PeerSources, run_peer
-from reservoir.lab.campaign._progress import Progress
-from reservoir.lab.campaign._remote import Remote, connect
-from reservoir.lab.campaign._report import report_html
-from reservoir.lab.campaign._reservoir_run import run_reservoir
-from reservoir.lab.campaign._results import (
+from reservoir.campaigns._estimate import run_seconds
+from reservoir.campaigns._scenario import PEERS, Scenario
+from reservoir.campaigns._spec import Campaign, CampaignError
+from reservoir.campaigns.report import report_html
+from reservoir.campaigns.results import (
     CampaignRun,
     Machine,
     PathInfo,
@@ -44,10 +40,14 @@ from reservoir.lab.campaign._results import (
     Topology,
     run_jain,
 )
-from reservoir.lab.campaign._scenario import PEERS, Scenario
-from reservoir.lab.campaign._site import Place, Site, place, site
-from reservoir.lab.campaign._spec import Campaign, CampaignError
-from reservoir.lab.campaign._telemetry import scenario_record
+from reservoir.campaigns.run.iperf3_remote import run_iperf3_remote
+from reservoir.campaigns.run.iperf3_run import run_iperf3
+from reservoir.campaigns.run.peer_run import PeerSources, run_peer
+from reservoir.campaigns.run.progress import Progress
+from reservoir.campaigns.run.remote import Remote, connect
+from reservoir.campaigns.run.reservoir_run import run_reservoir
+from reservoir.campaigns.run.site import Place, Site, place, site
+from reservoir.campaigns.run.telemetry import scenario_record
 
 __all__ = ["Cancelled", "plan", "run_campaign"]
 

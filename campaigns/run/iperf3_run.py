@@ -24,18 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from reservoir import pacing
-from reservoir.common.placement import placement
-from reservoir.lab.campaign._results import Run
-from reservoir.lab.campaign._scenario import Event as Planned
-from reservoir.lab.campaign._scenario import Scenario
-from reservoir.lab.campaign._site import LOOPBACK_ADDR, Paths, Place
-from reservoir.lab.campaign._telemetry import (
+from reservoir.campaigns._scenario import Event as Planned
+from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.results import Run
+from reservoir.campaigns.run.site import LOOPBACK_ADDR, Paths, Place
+from reservoir.campaigns.run.telemetry import (
     failover,
     intervals,
     iperf3_streams,
     scenario_record,
 )
-from reservoir.lab.campaign._timeline import PAYLOAD, Timeline, nic_rates, sampler
+from reservoir.campaigns.run.timeline import PAYLOAD, Timeline, nic_rates, sampler
+from reservoir.common.placement import placement
 from reservoir.lab.peers import stop_process
 
 __all__ = ["legs", "paced", "run_iperf3"]

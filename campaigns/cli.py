@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reservoir.lab.campaign import CAMPAIGN_DIR, CampaignError, load
-from reservoir.lab.campaign._report import report_main
+from reservoir.campaigns import CAMPAIGN_DIR, CampaignError, load
+from reservoir.campaigns.report import report_main
 from reservoir.server.clients.campaign_upload import add_upload_parser
 
 __all__ = ["register", "report", "resolve", "run", "show"]
@@ -98,7 +98,7 @@ def report(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     # Lazy: the runner and its lab (0.25 s, 350 modules) load for `campaign run` only.
-    from reservoir.lab.campaign._run_cli import run_main  # noqa: PLC0415
+    from reservoir.campaigns.run.run_cli import run_main  # noqa: PLC0415
 
     return run_main(
         resolve(args.file),

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reservoir.campaigns import _check as check
+from reservoir.campaigns._estimate import estimate_seconds
+from reservoir.campaigns._events import check_events, parse_events
+from reservoir.campaigns._matrix import Matrix, parse_matrix, parse_quick
+from reservoir.campaigns._scenario import PEERS, Event, Scenario
+from reservoir.campaigns._topology import Topology, parse_topology
 from reservoir.lab import spec as labspec
-from reservoir.lab.campaign import _check as check
-from reservoir.lab.campaign._estimate import estimate_seconds
-from reservoir.lab.campaign._events import check_events, parse_events
-from reservoir.lab.campaign._matrix import Matrix, parse_matrix, parse_quick
-from reservoir.lab.campaign._scenario import PEERS, Event, Scenario
-from reservoir.lab.campaign._topology import Topology, parse_topology
 from reservoir.shipped import config_dir, data_root
 
 DATA_ROOT = data_root()

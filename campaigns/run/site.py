@@ -22,8 +22,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from reservoir.campaigns._spec import CampaignError
+from reservoir.campaigns._topology import Topology
 from reservoir.lab import spec as labspec
-from reservoir.lab._coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.bench_copy import (
     Source,
     file_digest,
@@ -31,8 +32,7 @@ from reservoir.lab.bench_copy import (
     proc_cpu_seconds,
     write_source,
 )
-from reservoir.lab.campaign._spec import CampaignError
-from reservoir.lab.campaign._topology import Topology
+from reservoir.lab.coord_site import AgentProc, Coordinator, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError
 
