@@ -56,7 +56,6 @@ from reservoir.agent.transfer._plan import (
     Plan,
     Queues,
     ServerPair,
-    member_ends,
 )
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
@@ -69,6 +68,7 @@ from reservoir.agent.transfer._stream import (
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
+from reservoir.common.striping import member_ends
 
 log = logging.getLogger("reservoir.copy")
 

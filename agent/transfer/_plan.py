@@ -1,10 +1,10 @@
 """The transfer plan: a byte range cut into extents, dealt to streams (design 3.1).
 
 Level 1: with several destination servers (a volume set), the source range is
-striped over them RAID-0 style in stripe units dealt round-robin, so every server
-pair carries an equal share: logical byte ``p`` is in stripe ``s = p // unit``, on
-member ``s % N`` at ``(s // N) * unit + p % unit``.  Extents never cross a stripe
-unit.  Level 2 deals a pair's extents round-robin to that pair's streams.
+striped over them RAID-0 style in stripe units dealt round-robin
+(:mod:`reservoir.common.striping`), so every server pair carries an equal share.
+Extents never cross a stripe unit.  Level 2 deals a pair's extents round-robin to
+that pair's streams.
 :class:`Queues` hands them out, with work stealing at the tail inside a pair: a
 stream whose queue is empty takes from the back of the longest other queue of its
 pair, so no stream idles while another has a backlog.  The plan is deterministic:
@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from reservoir.common.striping import locate, unit_end
 
 DEFAULT_EXTENT_SIZE = 8 << 20
 
@@ -132,27 +134,14 @@ def make_plan(
     return Plan(offset, length, size, block_size, pairs, extents, stripe_unit)
 
 
-def member_ends(offset: int, length: int, unit: int, members: int) -> list[int]:
-    """How far into each of ``members`` destinations the striped range reaches."""
-    first, last = offset // unit, (offset + length - 1) // unit
-    ends = [0] * members
-    for member in range(members):
-        stripe = last - (last - member) % members  # its last stripe in the range
-        if stripe >= first:
-            reach = min(offset + length, (stripe + 1) * unit) - stripe * unit
-            ends[member] = (stripe // members) * unit + reach
-    return ends
-
-
 def _striped(offset: int, length: int, size: int, unit: int, members: int) -> list[Extent]:
     """Extents of at most ``size`` bytes inside stripe units dealt over ``members``."""
     extents: list[Extent] = []
     pos, end = offset, offset + length
     while pos < end:
-        stripe, within = divmod(pos, unit)
-        piece = min(size, unit - within, end - pos)
-        where = (stripe // members) * unit + within
-        extents.append(Extent(len(extents), pos, piece, stripe % members, where))
+        piece = min(size, unit_end(pos, unit) - pos, end - pos)
+        member, where = locate(pos, unit, members)
+        extents.append(Extent(len(extents), pos, piece, member, where))
         pos += piece
     return extents
 

@@ -1,8 +1,9 @@
 """Level-1 striping (design.md 3.1): which server pair carries which bytes of a transfer.
 
-A volume set is a RAID-0 style stripe: the byte at logical offset ``x`` of a set with
-``n`` members and stripe unit ``u`` lives on member ``(x // u) % n``. Its capacity is
-``n`` times its smallest member, rounded down to whole stripe units per member.
+A volume set is a RAID-0 style stripe (:mod:`reservoir.common.striping`): the byte at
+logical offset ``x`` of a set with ``n`` members and stripe unit ``u`` lives on member
+``(x // u) % n``. Its capacity is ``n`` times its smallest member, rounded down to
+whole stripe units per member.
 
 A transfer copies the source set's logical bytes ``[0, source capacity)`` to the same
 offsets of the destination set, so the bytes at ``x`` go from source member
@@ -29,6 +30,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reservoir.common.striping import locate, striped_capacity, unit_end
+
 __all__ = [
     "MAX_SEGMENTS",
     "SUPPORTED_LAYOUTS",
@@ -36,7 +39,6 @@ __all__ = [
     "StripeLayout",
     "check_supported",
     "compute_legs",
-    "striped_capacity",
 ]
 
 SUPPORTED_LAYOUTS = (
@@ -71,13 +73,6 @@ class Leg:
     bytes: int
 
 
-def striped_capacity(member_sizes: Sequence[int], stripe_unit: int) -> int:
-    """``n`` x the smallest member, in whole stripe units."""
-    if not member_sizes:
-        return 0
-    return len(member_sizes) * (min(member_sizes) // stripe_unit) * stripe_unit
-
-
 def _pair_bytes(
     source: StripeLayout, dest: StripeLayout, length: int
 ) -> dict[tuple[int, int], int]:
@@ -86,8 +81,8 @@ def _pair_bytes(
     out: dict[tuple[int, int], int] = {}
     x = 0
     while x < length:
-        end = min(length, (x // us + 1) * us, (x // ud + 1) * ud)
-        pair = ((x // us) % ns, (x // ud) % nd)
+        end = min(length, unit_end(x, us), unit_end(x, ud))
+        pair = (locate(x, us, ns).member, locate(x, ud, nd).member)
         out[pair] = out.get(pair, 0) + end - x
         x = end
     return out

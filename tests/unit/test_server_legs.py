@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from reservoir.common.striping import striped_capacity
 from reservoir.server.domain.leg_copies import extent_size
-from reservoir.server.domain.legs import Leg, StripeLayout, compute_legs, striped_capacity
+from reservoir.server.domain.legs import Leg, StripeLayout, compute_legs
 
 MiB = 1 << 20
 

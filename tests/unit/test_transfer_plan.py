@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reservoir.agent.transfer import Plan, Queues, ServerPair, make_plan
-from reservoir.agent.transfer._plan import member_ends
+from reservoir.common.striping import member_ends
 
 
 def plan_of(offset: int, length: int, extent: int, block: int = 512, streams: int = 4) -> Plan:
