@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from reservoir.common.fairness import jain
+from reservoir.common.store import write_atomic
 
 __all__ = [
     "FORMAT_VERSION",
@@ -583,9 +584,7 @@ class CampaignRun:
         return cls.from_json(data)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.dumps(indent=1) + "\n")
-        tmp.replace(path)
+        write_atomic(path, (self.dumps(indent=1) + "\n").encode(), mode=0o644)
 
     @classmethod
     def load(cls, path: Path) -> CampaignRun:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ import tomlkit
 from reservoir.agent.iscsi.chap import ChapError, check_name, check_secret
 from reservoir.agent.storage import volume_identity
 from reservoir.agent.target import config_schema as schema
+from reservoir.common.store import write_atomic
 
 DEFAULT_PORT = 3260
 DEFAULT_LOGIN_TIMEOUT = 15.0
@@ -379,24 +379,4 @@ def load(path: str | Path) -> TargetConfig:
 def save(config: TargetConfig, path: str | Path) -> None:
     """Write atomically: temp file (0600) beside ``path``, fsync, rename, fsync folder."""
     validate(config)
-    write_private(Path(path), tomlkit.dumps(config.to_toml()).encode())
-
-
-def write_private(path: Path, payload: bytes) -> None:
-    """``payload`` as ``path``, mode 0600, never seen half written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, payload)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(Path(path), tomlkit.dumps(config.to_toml()).encode())

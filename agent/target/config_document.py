@@ -17,6 +17,7 @@ import tomlkit
 from tomlkit.items import AoT, Array, InlineTable
 
 from reservoir.agent.target import config as cfg
+from reservoir.common.store import write_atomic
 
 __all__ = ["ConfigDocument"]
 
@@ -66,7 +67,7 @@ class ConfigDocument:
             raise cfg.ConfigError(
                 f"{self.path}: this edit cannot be written in the file's layout; edit it by hand"
             )
-        cfg.write_private(self.path, text.encode())
+        write_atomic(self.path, text.encode())
 
     # ------------------------------------------------------------ server
 

@@ -9,15 +9,15 @@ count what a resume sends twice.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from reservoir.common.store import write_atomic
 
 VERSION = 1
 SAVE_INTERVAL = 0.5
@@ -70,7 +70,8 @@ class Checkpoint:
 
     def save(self) -> None:
         self._saved_at = time.monotonic()
-        atomic_write(self.path, json.dumps(self.to_json(), indent=1).encode())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, json.dumps(self.to_json(), indent=1).encode())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,25 +116,3 @@ def _diff(found: CopyKey, wanted: CopyKey) -> str:
         if getattr(found, n) != getattr(wanted, n)
     ]
     return ", ".join(parts)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Temp file 0600 in the same folder, fsync, rename over ``path``, fsync the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)

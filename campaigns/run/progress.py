@@ -16,7 +16,6 @@ _estimate.py for the runs left, scaled by how the finished runs compared with it
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reservoir.campaigns.results import Run, stream_limits
+from reservoir.common.store import write_atomic
 
 __all__ = ["Progress"]
 
@@ -88,10 +88,9 @@ class Progress:
         }
 
     def write(self, fraction: float = 0.0) -> None:
-        path = self.out / "progress.json"
-        tmp = path.with_name(".progress.json.tmp")
-        tmp.write_text(json.dumps(self.to_json(fraction)) + "\n")
-        os.replace(tmp, path)
+        text = json.dumps(self.to_json(fraction)) + "\n"
+        # rewritten every second: a crash may lose the last one, no fsync
+        write_atomic(self.out / "progress.json", text.encode(), mode=0o644, durable=False)
 
     def say(self, line: str) -> None:
         """A line for the person and the log (ends a TTY status line first)."""

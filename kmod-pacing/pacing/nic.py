@@ -46,11 +46,11 @@ import json
 import logging
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from reservoir.common.store import write_atomic
 from reservoir.pacing import _tc
 from reservoir.pacing._tc import DeviceNotFoundError, PacingError, QdiscBusyError
 
@@ -171,33 +171,14 @@ def state_path(state_dir: Path, netns: str | None, ifindex: int) -> Path:
     return state_dir / f"{where}-if{ifindex}.json"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file (0600) + fsync + rename + fsync of the directory: a reader sees
-    the old file or the new one, never half of one, even across a crash."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def read_state(path: Path) -> Applied:
     return Applied.from_dict(json.loads(path.read_text()))
 
 
 def _save(applied: Applied) -> None:
-    _write_atomic(Path(applied.state_file), json.dumps(applied.to_dict(), indent=1) + "\n")
+    path = Path(applied.state_file)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(applied.to_dict(), indent=1) + "\n").encode())
 
 
 # ------------------------------------------------------------------ kinds

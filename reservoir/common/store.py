@@ -1,7 +1,13 @@
-"""Small JSON files saved atomically: temp file (mode 0600), fsync, rename, fsync the folder.
+"""Files saved atomically: a reader sees the old file or the new one, never half of one,
+even across a crash. The one writer of the project's state, configuration, checkpoint,
+pacing state, results and progress files.
 
-Light users, the tuning profiles' state file among them, import this alone, not the
-whole agent."""
+:func:`write_atomic` writes a temporary file beside the target (created with the mode
+asked, 0600 by default), fsyncs it, renames it over the target and fsyncs the folder;
+``durable=False`` skips both fsyncs for files rewritten every second whose last
+version may be lost in a crash (a campaign's progress). :func:`write_json_atomic`
+saves a JSON object that way, in a private folder it creates.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +18,32 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fsync_dir", "read_json", "write_json_atomic"]
+__all__ = ["fsync_dir", "read_json", "write_atomic", "write_json_atomic"]
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
+    """``data`` as ``path`` (``mode``), never seen half written."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON in ``path`` (0600), its folder made (0700) if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 def fsync_dir(folder: Path) -> None:

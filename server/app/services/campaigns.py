@@ -8,7 +8,6 @@ component the runner and the report use too.
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from reservoir.campaigns import (
 from reservoir.campaigns import report as campaign_report
 from reservoir.campaigns.results import CampaignRun as Results
 from reservoir.campaigns.results import ResultsError
+from reservoir.common.store import write_atomic
 from reservoir.server.app.campaign_models import (
     ACTIVE_STATES,
     CampaignAvailable,
@@ -426,8 +426,6 @@ def _inline_svg(page: str, folder: Path) -> str:
 def _save(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, text.encode(), mode=0o644, durable=False)
     except OSError:  # a cache only
         pass
