@@ -16,10 +16,10 @@ import re
 import sys
 from typing import Any
 
+from reservoir.common.tokens import hash_token
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import SettingsError, load_settings, with_generated_tokens
 from reservoir.server.app.core.secret_key import SecretKeyError
-from reservoir.server.app.core.security import hash_token
 
 __all__ = ["register", "serve"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.cli import build_parser
-from reservoir.server.app.core import security
+from reservoir.common import tokens as token_rule
 from reservoir.server.app.core.config import (
     MIN_TOKEN_LENGTH,
     ServerSettings,
@@ -88,10 +88,10 @@ def test_defaults_are_loopback_sqlite_and_no_cors(tmp_path: Path) -> None:
 
 
 def test_hashed_tokens_are_accepted_and_only_digests_are_compared() -> None:
-    settings = load_settings(user_tokens=[security.hash_token(USER)])
-    assert security.matches(USER, settings.user_digests)
-    assert not security.matches(AGENT, settings.user_digests)
-    assert not security.matches(security.hash_token(USER), settings.user_digests)
+    settings = load_settings(user_tokens=[token_rule.hash_token(USER)])
+    assert token_rule.matches(USER, settings.user_digests)
+    assert not token_rule.matches(AGENT, settings.user_digests)
+    assert not token_rule.matches(token_rule.hash_token(USER), settings.user_digests)
 
 
 def test_command_line_beats_environment_beats_file(
@@ -100,7 +100,7 @@ def test_command_line_beats_environment_beats_file(
     path = write(
         tmp_path,
         f'[server]\nlisten = "127.0.0.1:1"\ndatabase_url = "sqlite:///file.db"\n'
-        f'user_tokens = ["{security.hash_token(USER)}"]\n',
+        f'user_tokens = ["{token_rule.hash_token(USER)}"]\n',
     )
     monkeypatch.setenv("RESERVOIR_SERVER_LISTEN", "127.0.0.1:2")
     settings = load_settings(path, listen=None, database_url="sqlite:///cli.db")
@@ -124,7 +124,7 @@ def test_development_generates_a_missing_user_token_once() -> None:
     settings, made = with_generated_tokens(settings)
     assert set(made) == {"user"}
     assert len(made["user"]) >= MIN_TOKEN_LENGTH
-    assert security.matches(made["user"], settings.user_digests)
+    assert token_rule.matches(made["user"], settings.user_digests)
     again = load_settings(environment="development", user_tokens=[USER])
     assert with_generated_tokens(again) == (again, {})
 
@@ -157,7 +157,7 @@ def test_cli_hashes_a_token_from_stdin(
     monkeypatch.setattr("sys.stdin", io.StringIO(USER + "\n"))
     args = build_parser().parse_args(["server", "--hash-token"])
     assert args.func(args) == 0
-    assert capsys.readouterr().out.strip() == security.hash_token(USER)
+    assert capsys.readouterr().out.strip() == token_rule.hash_token(USER)
 
 
 def test_a_file_must_give_a_number_the_environment_may_spell_it(

@@ -1,9 +1,9 @@
 """Dependencies of the routes, as ``Annotated`` aliases so signatures stay short.
 
 Authentication is ``Authorization: Bearer <token>``. A user's token is looked up by
-its SHA-256 digest among the configured ones (``core/security.py``); an agent's token
-is its heartbeat token, recomputed from the coordinator's key and the agent's name
-(``core/agent_credentials.py``) and compared in constant time:
+its SHA-256 digest among the configured ones (:mod:`reservoir.common.tokens`); an
+agent's token is its heartbeat token, recomputed from the coordinator's key and the
+agent's name (``core/agent_credentials.py``) and compared in constant time:
 
 - no token, or one that is neither a user's nor a registered agent's: 401 with
   ``WWW-Authenticate: Bearer``;
@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
 
-from reservoir.server.app.core import security
+from reservoir.common import tokens as token_rule
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import ServerSettings
 from reservoir.server.app.errors import NotFoundError
@@ -123,7 +123,7 @@ def role_of(
     sessions: sessionmaker[Session],
 ) -> Role | None:
     """Whose ``token`` is (a user's, or a registered agent's heartbeat token), or None."""
-    if security.matches(token, settings.user_digests):
+    if token_rule.matches(token, settings.user_digests):
         return Role.USER
     with sessions() as session:
         if _heartbeat_owner(session, credentials, token) is not None:
@@ -174,7 +174,7 @@ def require_agent(
     token: TokenDep,
 ) -> None:
     """The token is the heartbeat token of agent ``agent_id``."""
-    if security.matches(token, settings.user_digests):
+    if token_rule.matches(token, settings.user_digests):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "heartbeats need an agent's token")
     agent = session.get(Agent, agent_id)
     if agent is not None and credentials.is_heartbeat_token(agent.name, token):

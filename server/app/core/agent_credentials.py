@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reservoir.common.tokens import hash_token
 from reservoir.server.app.core.secret_key import load_or_create
-from reservoir.server.app.core.security import hash_token
 
 __all__ = ["CONTROL", "HEARTBEAT", "AgentCredentials"]
 

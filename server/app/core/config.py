@@ -53,9 +53,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from reservoir.common import tokens as token_rule
 from reservoir.common.listen import parse_listen  # one HOST:PORT rule
 from reservoir.common.settings_file import SettingsFileError, describe, read_table
-from reservoir.server.app.core import security
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -162,7 +162,7 @@ class _ServerFields(BaseModel):
     @classmethod
     def _spelling(cls, value: list[SecretStr]) -> list[SecretStr]:
         for token in value:
-            security.check_spelling(token.get_secret_value())
+            token_rule.check_spelling(token.get_secret_value())
         return value
 
 
@@ -187,7 +187,7 @@ class ServerSettings(_ServerFields, BaseSettings):
 
     @property
     def user_digests(self) -> frozenset[str]:
-        return frozenset(security.to_digest(t.get_secret_value()) for t in self.user_tokens)
+        return frozenset(token_rule.to_digest(t.get_secret_value()) for t in self.user_tokens)
 
     @property
     def secret_key_path(self) -> Path:
@@ -225,7 +225,7 @@ def _check_tokens(kind: str, tokens: list[SecretStr]) -> None:
         )
     for token in tokens:
         text = token.get_secret_value()
-        if not security.is_hashed(text) and len(text) < MIN_TOKEN_LENGTH:
+        if not token_rule.is_hashed(text) and len(text) < MIN_TOKEN_LENGTH:
             raise ValueError(f"{kind}: a token must have {MIN_TOKEN_LENGTH} characters at least")
 
 
@@ -295,5 +295,5 @@ def with_generated_tokens(settings: ServerSettings) -> tuple[ServerSettings, dic
     """
     if not settings.development or settings.user_tokens:
         return settings, {}
-    made = {"user": security.generate_token()}
+    made = {"user": token_rule.generate_token()}
     return settings.model_copy(update={"user_tokens": [SecretStr(made["user"])]}), made
