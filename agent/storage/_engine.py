@@ -79,7 +79,8 @@ def open_engine(kind: str = "auto", *, depth: int = 64) -> Engine:
             raise storage_error(errno.ENOSYS, "io_uring setup", None, reason)
         return _open_uring(depth)
     if kind != "auto":
-        raise ValueError(f"unknown storage engine kind {kind!r} (auto, {', '.join(KINDS)})")
+        why = f"unknown storage engine kind {kind!r} (auto, {', '.join(KINDS)})"
+        raise storage_error(errno.EINVAL, "storage engine", None, why)
     if reason is None:
         try:
             return _open_uring(depth)

@@ -24,7 +24,9 @@ from reservoir.agent.initiator import (
     tcp_connect,
     with_congestion,
 )
+from reservoir.agent.iscsi.chap import ChapError
 from reservoir.agent.iscsi.pdu import SpanError
+from reservoir.agent.iscsi.text import TextError
 from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.storage import StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL, tcp_info
@@ -54,6 +56,7 @@ from reservoir.agent.transfer._plan import (
     DEFAULT_EXTENT_SIZE,
     Extent,
     Plan,
+    PlanError,
     Queues,
     ServerPair,
 )
@@ -197,7 +200,9 @@ def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
     error says what happened (translated once, here)."""
     try:
         yield
-    except (EndpointError, ck.CheckpointError, VerifyError, HoldError, ValueError) as exc:
+    except (EndpointError, ck.CheckpointError, VerifyError, HoldError, PlanError) as exc:
+        raise CopyError(str(exc)) from exc
+    except (ChapError, TextError) as exc:  # CHAP credentials refused; text keys malformed
         raise CopyError(str(exc)) from exc
     except ScsiError as exc:
         raise CopyError(_scsi_failure(exc, dests)) from exc

@@ -22,6 +22,10 @@ from reservoir.common.striping import locate, unit_end
 DEFAULT_EXTENT_SIZE = 8 << 20
 
 
+class PlanError(ValueError):
+    """A range, extent size, stripe unit or stream count that cannot be planned."""
+
+
 @dataclass(frozen=True, slots=True)
 class Extent:
     """Extent ``id``: bytes ``[offset, offset + length)`` of the source, written at
@@ -115,12 +119,12 @@ def make_plan(
     up to the block size); the last one may be shorter.  With several ``pairs`` the
     range is striped over their destinations in units of ``stripe_unit`` bytes (a
     multiple of the block size) and extents end at stripe-unit boundaries.  Raises
-    ValueError."""
+    :class:`PlanError`."""
     pairs = (pair,) if pair is not None else pairs
     if block_size <= 0 or offset % block_size or length % block_size:
-        raise ValueError(f"range {offset}:{length} is not aligned to {block_size}-byte blocks")
+        raise PlanError(f"range {offset}:{length} is not aligned to {block_size}-byte blocks")
     if length <= 0 or extent_size <= 0 or not pairs or any(p.streams <= 0 for p in pairs):
-        raise ValueError("the range, the extent size and the streams must be positive")
+        raise PlanError("the range, the extent size and the streams must be positive")
     size = -(-extent_size // block_size) * block_size
     if len(pairs) == 1:
         extents = tuple(
@@ -129,7 +133,7 @@ def make_plan(
         )
         return Plan(offset, length, size, block_size, pairs, extents)
     if stripe_unit <= 0 or stripe_unit % block_size:
-        raise ValueError(f"the stripe unit must be a positive multiple of {block_size} bytes")
+        raise PlanError(f"the stripe unit must be a positive multiple of {block_size} bytes")
     extents = tuple(_striped(offset, length, min(size, stripe_unit), stripe_unit, len(pairs)))
     return Plan(offset, length, size, block_size, pairs, extents, stripe_unit)
 

@@ -111,9 +111,10 @@ def test_engine_kinds(kind: str) -> None:
     assert eng.closed
 
 
-def test_unknown_engine_kind() -> None:
-    with pytest.raises(ValueError, match="unknown storage engine"):
+def test_unknown_engine_kind_is_a_storage_error_naming_the_kinds() -> None:
+    with pytest.raises(StorageError, match=r"unknown storage engine kind 'spdk' \(auto, ") as e:
         open_engine("spdk")
+    assert e.value.errno == errno.EINVAL
 
 
 def test_env_var_forces_threads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,56 @@
+"""What a copy reports as its own error (CopyError, one line for the user) and what it
+lets through: a problem of the request is a CopyError, a bug is not."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from reservoir.agent.transfer import _engine
+from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy
+
+SIZE = 1 << 20
+
+
+def files(tmp_path: Path) -> tuple[str, str]:
+    source, dest = tmp_path / "source", tmp_path / "dest"
+    source.write_bytes(os.urandom(SIZE))
+    dest.write_bytes(bytes(SIZE))
+    return str(source), str(dest)
+
+
+def options(tmp_path: Path, **changes: object) -> CopyOptions:
+    base = CopyOptions(streams=2, extent_size=256 << 10, checkpoint=tmp_path / "ck.json")
+    for name, value in changes.items():
+        setattr(base, name, value)
+    return base
+
+
+def test_a_range_that_cannot_be_planned_is_a_copy_error(tmp_path: Path) -> None:
+    source, dest = files(tmp_path)
+    with pytest.raises(CopyError, match="not aligned to 512-byte blocks"):
+        asyncio.run(copy(source, dest, options(tmp_path, range=(100, 4096))))
+    assert Path(dest).read_bytes() == bytes(SIZE)
+
+
+def test_a_value_error_from_a_bug_is_not_turned_into_a_copy_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(_engine, "_make_plan", broken)
+    source, dest = files(tmp_path)
+    with pytest.raises(ValueError, match="an internal bug") as raised:
+        asyncio.run(copy(source, dest, options(tmp_path)))
+    assert not isinstance(raised.value, CopyError)
+
+
+def test_the_same_copy_without_the_bug_succeeds(tmp_path: Path) -> None:
+    source, dest = files(tmp_path)
+    summary = asyncio.run(copy(source, dest, options(tmp_path)))
+    assert summary.copied_bytes == SIZE and summary.verified
+    assert Path(dest).read_bytes() == Path(source).read_bytes()
