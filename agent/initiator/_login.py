@@ -1,9 +1,10 @@
 """Login (RFC 7143 §6.3, §11.12-11.13): CHAP security stage, operational negotiation.
 
 :func:`resolve` turns what we offered and what the target answered into the
-parameters in force, using the result functions of RFC 7143 §13 (min for
-lengths, OR for InitialR2T, AND for ImmediateData, the target's choice for
-digests, the target's declaration for its MaxRecvDataSegmentLength).
+parameters in force with the key table and result functions of RFC 7143 §13 that
+the target answers with (:func:`reservoir.agent.iscsi.negotiation.outcome`): min
+for lengths, OR for InitialR2T, AND for ImmediateData, one of our values for
+digests, the target's declaration for its MaxRecvDataSegmentLength.
 """
 
 from __future__ import annotations
@@ -14,13 +15,8 @@ from reservoir.agent.initiator._errors import LoginError
 from reservoir.agent.initiator._transport import Mailbox, PduTransport
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.chap import ChapAuthError, ChapInitiator, ChapSecret
-from reservoir.agent.iscsi.text import (
-    RESERVED_VALUES,
-    TextError,
-    encode_text,
-    parse_numerical,
-    parse_text,
-)
+from reservoir.agent.iscsi.negotiation import KEYS, outcome
+from reservoir.agent.iscsi.text import TextError, encode_text, parse_text
 
 MAX_LENGTH = (1 << 24) - 1  # the largest value of the 24-bit length keys (RFC 7143 §13)
 _MAX_STEPS = 16
@@ -85,37 +81,29 @@ class Negotiated:
     max_outstanding_r2t: int = 1
 
 
-def _number(answers: dict[str, str], key: str, default: int) -> int:
-    value = answers.get(key)
-    if value is None or value in RESERVED_VALUES:
-        return default
-    try:
-        return parse_numerical(value)
-    except TextError:
-        raise LoginError(0, 0, f"target answered {key}={value[:40]}") from None
-
-
-def _boolean(answers: dict[str, str], key: str, default: bool) -> bool:
-    value = answers.get(key)
-    if value is None or value in RESERVED_VALUES:
-        return default
-    return value == "Yes"
-
-
 def resolve(offer: LoginOptions, answers: dict[str, str]) -> Negotiated:
-    """Apply RFC 7143 §13 result functions to our offer and the target's answers."""
-    burst = min(offer.max_burst_length, _number(answers, "MaxBurstLength", 262144))
-    first = min(offer.first_burst_length, _number(answers, "FirstBurstLength", 65536), burst)
+    """The parameters in force: :func:`~reservoir.agent.iscsi.negotiation.outcome` of
+    each key we offered and the target's answer (the target's table, applied from the
+    offering side)."""
+    offered = dict(offer.operational_keys())
+
+    def value(key: str) -> str:
+        try:
+            return outcome(key, offered.get(key, KEYS[key].default), answers.get(key))
+        except TextError as exc:
+            raise LoginError(0, 0, f"target answered {key}: {exc}") from None
+
+    burst = int(value("MaxBurstLength"))
     return Negotiated(
-        header_digest=offer.header_digest and answers.get("HeaderDigest") == "CRC32C",
-        data_digest=offer.data_digest and answers.get("DataDigest") == "CRC32C",
+        header_digest=value("HeaderDigest") == "CRC32C",
+        data_digest=value("DataDigest") == "CRC32C",
         max_recv_data_segment_length=offer.max_recv_data_segment_length,
-        target_max_recv_data_segment_length=_number(answers, "MaxRecvDataSegmentLength", 8192),
+        target_max_recv_data_segment_length=int(value("MaxRecvDataSegmentLength")),
         max_burst_length=burst,
-        first_burst_length=first,
-        immediate_data=offer.immediate_data and _boolean(answers, "ImmediateData", True),
-        initial_r2t=offer.initial_r2t or _boolean(answers, "InitialR2T", True),
-        max_outstanding_r2t=min(1, _number(answers, "MaxOutstandingR2T", 1)),
+        first_burst_length=min(int(value("FirstBurstLength")), burst),
+        immediate_data=value("ImmediateData") == "Yes",
+        initial_r2t=value("InitialR2T") == "Yes",
+        max_outstanding_r2t=int(value("MaxOutstandingR2T")),
     )
 
 

@@ -397,6 +397,29 @@ def answer(spec: KeySpec, offer: str, ours: str) -> str:
 
 
 # ----------------------------------------------------------------------------
+# results, for the side that offered
+
+
+def outcome(key: str, offered: str, answered: str | None) -> str:
+    """The value in force of ``key`` after we offered ``offered`` and the responder
+    answered ``answered`` (RFC 7143 §13): the key's result function over both values,
+    the one a responder computes its answer with, so an answer cannot give more than
+    the offer allows (a larger MaxBurstLength, ImmediateData we said No to). No
+    answer, or a reserved one (Reject, Irrelevant, NotUnderstood), counts as the
+    key's default; a declared key (MaxRecvDataSegmentLength) is the responder's own
+    value. Raises :class:`TextError` for an answer that does not parse, is out of the
+    key's range, or picks a value we did not offer."""
+    spec = KEYS[key]
+    value = spec.default if answered is None or answered in RESERVED_VALUES else answered
+    if spec.kind is Kind.DECLARED:
+        return str(parse_numerical(value, spec.lo, spec.hi))
+    result = _ANSWERS[spec.kind](spec, value, offered)
+    if result == REJECT:
+        raise TextError(f"{key}={value[:40]} is none of the values offered ({offered})")
+    return result
+
+
+# ----------------------------------------------------------------------------
 # the negotiator
 
 
