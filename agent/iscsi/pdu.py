@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar, Protocol, Self
 
+from reservoir.agent.iscsi._header import Header, compile_header
 from reservoir.agent.iscsi.digest import digest
 
 BHS_LEN = 48
@@ -27,7 +28,6 @@ MAX_DATA_SEGMENT = (1 << 24) - 1
 RESERVED_TAG = 0xFFFFFFFF
 
 _BHS = struct.Struct(">BBBBI8s8I")
-_CDB_HEAD = struct.Struct(">BBBBI8sIIII")
 
 
 class Opcode(IntEnum):
@@ -224,6 +224,7 @@ class Pdu:
     """Fields every PDU has.  Subclasses name the opcode-specific ones."""
 
     OPCODE: ClassVar[Opcode]
+    HEADER: ClassVar[Header]  # the BHS layout; the codec is generated from it
     immediate: bool = False
     final: bool = True
     itt: int = RESERVED_TAG
@@ -235,47 +236,41 @@ class Pdu:
         """DataSegmentLength: of the span where there is one, else of ``data``."""
         return len(self.data) if self.span is None else self.span.length
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        """(byte1 flags, byte2, byte3, bytes 8..15, words at 16..44)."""
+    def wire_ahs(self) -> bytes:
+        """The AHS as sent (a SCSI Command builds its Extended CDB here)."""
+        return self.ahs
+
+    def encode_header(self) -> bytes:
+        """The BHS and AHS (generated from :attr:`HEADER` by :func:`compile_header`)."""
         raise NotImplementedError
 
-    def _byte1(self) -> int:
-        return 0x80 if self.final else 0
+    def declared_header(self) -> bytes:
+        """The BHS and AHS as :attr:`HEADER` declares them, even where a class keeps a
+        faster encoder of its own (Data-In)."""
+        raise NotImplementedError
 
     @classmethod
     def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
+        """The PDU from its unpacked BHS (generated from :attr:`HEADER`)."""
         raise NotImplementedError
-
-    def encode_header(self) -> bytes:
-        b1, b2, b3, b8, words = self._words()
-        b0 = int(self.OPCODE) | (0x40 if self.immediate else 0)
-        if len(self.ahs) % 4:
-            raise ValueError("AHS must be padded to 4 bytes")
-        w1 = (len(self.ahs) // 4) << 24 | self.data_length()
-        return _BHS.pack(b0, b1, b2, b3, w1, b8, *words) + self.ahs
-
-
-def _lun(b8: bytes) -> bytes:
-    return bytes(b8)
 
 
 # ---------------------------------------------------------------- initiator PDUs
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class NopOut(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.NOP_OUT
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        b8=(("lun", 8),),
+        words=("itt", "ttt", "cmdsn", "expstatsn", None, None, None, None),
+    )
     lun: bytes = bytes(8)
     ttt: int = RESERVED_TAG
     cmdsn: int = 0
     expstatsn: int = 0
-
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        return 0x80, 0, 0, self.lun, [self.itt, self.ttt, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(lun=_lun(b8), itt=w[0], ttt=w[1], cmdsn=w[2], expstatsn=w[3])
 
 
 class TaskAttr(IntEnum):
@@ -286,9 +281,16 @@ class TaskAttr(IntEnum):
     ACA = 4
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class ScsiCommand(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.SCSI_COMMAND
+    HEADER: ClassVar[Header] = Header(
+        flags=(("final", 0x80), ("read", 0x40), ("write", 0x20), ("attr", 0x07)),
+        b8=(("lun", 8),),
+        words=("itt", "expected_length", "cmdsn", "expstatsn"),
+        cdb=True,
+    )
     read: bool = False
     write: bool = False
     attr: int = TaskAttr.SIMPLE
@@ -298,31 +300,11 @@ class ScsiCommand(Pdu):
     expstatsn: int = 0
     cdb: bytes = bytes(16)
 
-    def _byte1(self) -> int:
-        flags = 0x80 if self.final else 0
-        return flags | (0x40 if self.read else 0) | (0x20 if self.write else 0) | (self.attr & 7)
-
-    def encode_header(self) -> bytes:
-        cdb16 = self.cdb[:16].ljust(16, b"\0")
-        ahs = self.ahs
-        if len(self.cdb) > 16 and not ahs:
-            extra = self.cdb[16:]
-            ahs = build_ahs(AhsType.EXTENDED_CDB, b"\0" + extra)
-        b0 = int(self.OPCODE) | (0x40 if self.immediate else 0)
-        w1 = (len(ahs) // 4) << 24 | self.data_length()
-        head = _CDB_HEAD.pack(
-            b0,
-            self._byte1(),
-            0,
-            0,
-            w1,
-            self.lun,
-            self.itt,
-            self.expected_length,
-            self.cmdsn,
-            self.expstatsn,
-        )
-        return head + cdb16 + ahs
+    def wire_ahs(self) -> bytes:
+        """A CDB longer than 16 bytes goes on in an Extended CDB AHS."""
+        if len(self.cdb) > 16 and not self.ahs:
+            return build_ahs(AhsType.EXTENDED_CDB, b"\0" + self.cdb[16:])
+        return self.ahs
 
     @classmethod
     def decode_cdb(cls, bhs: bytes, ahs: bytes) -> bytes:
@@ -332,20 +314,6 @@ class ScsiCommand(Pdu):
             if kind == AhsType.EXTENDED_CDB:
                 cdb += specific[1:]
         return cdb
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            final=bool(b1 & 0x80),
-            read=bool(b1 & 0x40),
-            write=bool(b1 & 0x20),
-            attr=b1 & 7,
-            lun=_lun(b8),
-            itt=w[0],
-            expected_length=w[1],
-            cmdsn=w[2],
-            expstatsn=w[3],
-        )
 
 
 class TmfFunction(IntEnum):
@@ -370,9 +338,16 @@ class TmfResponse(IntEnum):
     REJECTED = 255
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class TaskMgmtRequest(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.TASK_MGMT_REQUEST
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        flags=(("function", 0x7F),),
+        b8=(("lun", 8),),
+        words=("itt", "ref_task_tag", "cmdsn", "expstatsn", "ref_cmdsn", "expdatasn", None, None),
+    )
     function: int = TmfFunction.ABORT_TASK
     lun: bytes = bytes(8)
     ref_task_tag: int = RESERVED_TAG
@@ -380,23 +355,6 @@ class TaskMgmtRequest(Pdu):
     expstatsn: int = 0
     ref_cmdsn: int = 0
     expdatasn: int = 0
-
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [self.itt, self.ref_task_tag, self.cmdsn, self.expstatsn]
-        return 0x80 | self.function, 0, 0, self.lun, [*words, self.ref_cmdsn, self.expdatasn, 0, 0]
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            function=b1 & 0x7F,
-            lun=_lun(b8),
-            itt=w[0],
-            ref_task_tag=w[1],
-            cmdsn=w[2],
-            expstatsn=w[3],
-            ref_cmdsn=w[4],
-            expdatasn=w[5],
-        )
 
 
 class Stage(IntEnum):
@@ -409,9 +367,18 @@ def _login_flags(transit: bool, cont: bool, csg: int, nsg: int) -> int:
     return (0x80 if transit else 0) | (0x40 if cont else 0) | (csg & 3) << 2 | (nsg & 3)
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class LoginRequest(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.LOGIN_REQUEST
+    HEADER: ClassVar[Header] = Header(
+        flags=(("transit", 0x80), ("cont", 0x40), ("csg", 0x0C), ("nsg", 0x03)),
+        byte2="version_max",
+        byte3="version_min",
+        b8=(("isid", 6), ("tsih", 2)),
+        int_b8=frozenset({"tsih"}),
+        words=("itt", (("cid", 16, 16),), "cmdsn", "expstatsn", None, None, None, None),
+    )
     immediate: bool = True
     transit: bool = False
     cont: bool = False
@@ -425,80 +392,37 @@ class LoginRequest(Pdu):
     cmdsn: int = 0
     expstatsn: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        b1 = _login_flags(self.transit, self.cont, self.csg, self.nsg)
-        b8 = self.isid + self.tsih.to_bytes(2, "big")
-        words = [self.itt, self.cid << 16, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
-        return b1, self.version_max, self.version_min, b8, words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            transit=bool(b1 & 0x80),
-            cont=bool(b1 & 0x40),
-            csg=(b1 >> 2) & 3,
-            nsg=b1 & 3,
-            version_max=b2,
-            version_min=b3,
-            isid=bytes(b8[:6]),
-            tsih=int.from_bytes(b8[6:8], "big"),
-            itt=w[0],
-            cid=w[1] >> 16,
-            cmdsn=w[2],
-            expstatsn=w[3],
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class TextRequest(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.TEXT_REQUEST
+    HEADER: ClassVar[Header] = Header(
+        flags=(("final", 0x80), ("cont", 0x40)),
+        b8=(("lun", 8),),
+        words=("itt", "ttt", "cmdsn", "expstatsn", None, None, None, None),
+    )
     cont: bool = False
     lun: bytes = bytes(8)
     ttt: int = RESERVED_TAG
     cmdsn: int = 0
     expstatsn: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        b1 = self._byte1() | (0x40 if self.cont else 0)
-        return b1, 0, 0, self.lun, [self.itt, self.ttt, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            final=bool(b1 & 0x80),
-            cont=bool(b1 & 0x40),
-            lun=_lun(b8),
-            itt=w[0],
-            ttt=w[1],
-            cmdsn=w[2],
-            expstatsn=w[3],
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class DataOut(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.DATA_OUT
+    HEADER: ClassVar[Header] = Header(
+        flags=(("final", 0x80),),
+        b8=(("lun", 8),),
+        words=("itt", "ttt", None, "expstatsn", None, "datasn", "offset", None),
+    )
     lun: bytes = bytes(8)
     ttt: int = RESERVED_TAG
     expstatsn: int = 0
     datasn: int = 0
     offset: int = 0
-
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [self.itt, self.ttt, 0, self.expstatsn, 0, self.datasn, self.offset, 0]
-        return self._byte1(), 0, 0, self.lun, words
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            final=bool(b1 & 0x80),
-            lun=_lun(b8),
-            itt=w[0],
-            ttt=w[1],
-            expstatsn=w[3],
-            datasn=w[5],
-            offset=w[6],
-        )
 
 
 class LogoutReason(IntEnum):
@@ -507,48 +431,37 @@ class LogoutReason(IntEnum):
     REMOVE_CONNECTION_FOR_RECOVERY = 2
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class LogoutRequest(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.LOGOUT_REQUEST
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        flags=(("reason", 0x7F),),
+        words=("itt", (("cid", 16, 16),), "cmdsn", "expstatsn", None, None, None, None),
+    )
     reason: int = LogoutReason.CLOSE_SESSION
     cid: int = 0
     cmdsn: int = 0
     expstatsn: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [self.itt, self.cid << 16, self.cmdsn, self.expstatsn, 0, 0, 0, 0]
-        return 0x80 | self.reason, 0, 0, bytes(8), words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(reason=b1 & 0x7F, itt=w[0], cid=w[1] >> 16, cmdsn=w[2], expstatsn=w[3])
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class SnackRequest(Pdu):
     OPCODE: ClassVar[Opcode] = Opcode.SNACK_REQUEST
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        flags=(("snack_type", 0x0F),),
+        b8=(("lun", 8),),
+        words=("itt", "ttt", None, "expstatsn", None, None, "begrun", "runlength"),
+    )
     snack_type: int = 0
     lun: bytes = bytes(8)
     ttt: int = RESERVED_TAG
     expstatsn: int = 0
     begrun: int = 0
     runlength: int = 0
-
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [self.itt, self.ttt, 0, self.expstatsn, 0, 0, self.begrun, self.runlength]
-        return 0x80 | self.snack_type, 0, 0, self.lun, words
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            snack_type=b1 & 0x0F,
-            lun=_lun(b8),
-            itt=w[0],
-            ttt=w[1],
-            expstatsn=w[3],
-            begrun=w[6],
-            runlength=w[7],
-        )
 
 
 # ---------------------------------------------------------------- target PDUs
@@ -561,24 +474,44 @@ class _TargetPdu(Pdu):
     maxcmdsn: int = 0
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class NopIn(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.NOP_IN
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        b8=(("lun", 8),),
+        words=("itt", "ttt", "statsn", "expcmdsn", "maxcmdsn", None, None, None),
+    )
     lun: bytes = bytes(8)
     ttt: int = RESERVED_TAG
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [self.itt, self.ttt, self.statsn, self.expcmdsn, self.maxcmdsn, 0, 0, 0]
-        return 0x80, 0, 0, self.lun, words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(lun=_lun(b8), itt=w[0], ttt=w[1], statsn=w[2], expcmdsn=w[3], maxcmdsn=w[4])
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class ScsiResponse(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.SCSI_RESPONSE
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        flags=(
+            ("bidi_overflow", 0x10),
+            ("bidi_underflow", 0x08),
+            ("overflow", 0x04),
+            ("underflow", 0x02),
+        ),
+        byte2="response",
+        byte3="status",
+        words=(
+            "itt",
+            "snack_tag",
+            "statsn",
+            "expcmdsn",
+            "maxcmdsn",
+            "expdatasn",
+            "bidi_residual",
+            "residual",
+        ),
+    )
     response: int = 0
     status: int = 0
     bidi_overflow: bool = False
@@ -590,58 +523,40 @@ class ScsiResponse(_TargetPdu):
     bidi_residual: int = 0
     residual: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        b1 = 0x80 | (self.bidi_overflow << 4) | (self.bidi_underflow << 3)
-        b1 |= (self.overflow << 2) | (self.underflow << 1)
-        words = [
-            self.itt,
-            self.snack_tag,
-            self.statsn,
-            self.expcmdsn,
-            self.maxcmdsn,
-            self.expdatasn,
-            self.bidi_residual,
-            self.residual,
-        ]
-        return b1, self.response, self.status, bytes(8), words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            bidi_overflow=bool(b1 & 0x10),
-            bidi_underflow=bool(b1 & 0x08),
-            overflow=bool(b1 & 0x04),
-            underflow=bool(b1 & 0x02),
-            response=b2,
-            status=b3,
-            itt=w[0],
-            snack_tag=w[1],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-            expdatasn=w[5],
-            bidi_residual=w[6],
-            residual=w[7],
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class TaskMgmtResponse(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.TASK_MGMT_RESPONSE
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        byte2="response",
+        words=("itt", None, "statsn", "expcmdsn", "maxcmdsn", None, None, None),
+    )
     response: int = TmfResponse.COMPLETE
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, 0, 0, 0]
-        return 0x80, self.response, 0, bytes(8), words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(response=b2, itt=w[0], statsn=w[2], expcmdsn=w[3], maxcmdsn=w[4])
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class LoginResponse(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.LOGIN_RESPONSE
+    HEADER: ClassVar[Header] = Header(
+        flags=(("transit", 0x80), ("cont", 0x40), ("csg", 0x0C), ("nsg", 0x03)),
+        byte2="version_max",
+        byte3="version_active",
+        b8=(("isid", 6), ("tsih", 2)),
+        int_b8=frozenset({"tsih"}),
+        words=(
+            "itt",
+            None,
+            "statsn",
+            "expcmdsn",
+            "maxcmdsn",
+            (("status_class", 24, 8), ("status_detail", 16, 8)),
+            None,
+            None,
+        ),
+    )
     transit: bool = False
     cont: bool = False
     csg: int = 0
@@ -653,62 +568,37 @@ class LoginResponse(_TargetPdu):
     status_class: int = 0
     status_detail: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        b1 = _login_flags(self.transit, self.cont, self.csg, self.nsg)
-        b8 = self.isid + self.tsih.to_bytes(2, "big")
-        status = (self.status_class << 24) | (self.status_detail << 16)
-        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, status, 0, 0]
-        return b1, self.version_max, self.version_active, b8, words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            transit=bool(b1 & 0x80),
-            cont=bool(b1 & 0x40),
-            csg=(b1 >> 2) & 3,
-            nsg=b1 & 3,
-            version_max=b2,
-            version_active=b3,
-            isid=bytes(b8[:6]),
-            tsih=int.from_bytes(b8[6:8], "big"),
-            itt=w[0],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-            status_class=w[5] >> 24,
-            status_detail=(w[5] >> 16) & 0xFF,
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class TextResponse(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.TEXT_RESPONSE
+    HEADER: ClassVar[Header] = Header(
+        flags=(("final", 0x80), ("cont", 0x40)),
+        b8=(("lun", 8),),
+        words=("itt", "ttt", "statsn", "expcmdsn", "maxcmdsn", None, None, None),
+    )
     cont: bool = False
     lun: bytes = bytes(8)
     ttt: int = RESERVED_TAG
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        b1 = self._byte1() | (0x40 if self.cont else 0)
-        words = [self.itt, self.ttt, self.statsn, self.expcmdsn, self.maxcmdsn, 0, 0, 0]
-        return b1, 0, 0, self.lun, words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            final=bool(b1 & 0x80),
-            cont=bool(b1 & 0x40),
-            lun=_lun(b8),
-            itt=w[0],
-            ttt=w[1],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class DataIn(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.DATA_IN
+    HEADER: ClassVar[Header] = Header(
+        flags=(
+            ("final", 0x80),
+            ("ack", 0x40),
+            ("overflow", 0x04),
+            ("underflow", 0x02),
+            ("has_status", 0x01),
+        ),
+        byte3="status",
+        b8=(("lun", 8),),
+        words=("itt", "ttt", "statsn", "expcmdsn", "maxcmdsn", "datasn", "offset", "residual"),
+    )
     ack: bool = False
     overflow: bool = False
     underflow: bool = False
@@ -721,7 +611,9 @@ class DataIn(_TargetPdu):
     residual: int = 0
 
     def encode_header(self) -> bytes:
-        b1 = self._byte1() | (0x40 if self.ack else 0) | (self.overflow << 2)
+        """:func:`data_in_header`, the read path's encoder, with the S bit's rule: status
+        and StatSN are sent only with it (tests check it against :attr:`HEADER`)."""
+        b1 = (0x80 if self.final else 0) | (0x40 if self.ack else 0) | (self.overflow << 2)
         b1 |= (self.underflow << 1) | int(self.has_status)
         status = self.status if self.has_status else 0
         statsn = self.statsn if self.has_status else 0
@@ -738,26 +630,6 @@ class DataIn(_TargetPdu):
             self.offset,
             self.residual,
             len(self.data),
-        )
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            final=bool(b1 & 0x80),
-            ack=bool(b1 & 0x40),
-            overflow=bool(b1 & 0x04),
-            underflow=bool(b1 & 0x02),
-            has_status=bool(b1 & 0x01),
-            status=b3,
-            lun=_lun(b8),
-            itt=w[0],
-            ttt=w[1],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-            datasn=w[5],
-            offset=w[6],
-            residual=w[7],
         )
 
 
@@ -807,66 +679,43 @@ class LogoutResponseCode(IntEnum):
     CLEANUP_FAILED = 3
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class LogoutResponse(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.LOGOUT_RESPONSE
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        byte2="response",
+        words=(
+            "itt",
+            None,
+            "statsn",
+            "expcmdsn",
+            "maxcmdsn",
+            None,
+            (("time2wait", 16, 16), ("time2retain", 0, 16)),
+            None,
+        ),
+    )
     response: int = LogoutResponseCode.CLOSED
     time2wait: int = 0
     time2retain: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        times = (self.time2wait << 16) | self.time2retain
-        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, 0, times, 0]
-        return 0x80, self.response, 0, bytes(8), words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            response=b2,
-            itt=w[0],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-            time2wait=w[6] >> 16,
-            time2retain=w[6] & 0xFFFF,
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class R2T(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.R2T
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        b8=(("lun", 8),),
+        words=("itt", "ttt", "statsn", "expcmdsn", "maxcmdsn", "r2tsn", "offset", "length"),
+    )
     lun: bytes = bytes(8)
     ttt: int = 0
     r2tsn: int = 0
     offset: int = 0
     length: int = 0
-
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [
-            self.itt,
-            self.ttt,
-            self.statsn,
-            self.expcmdsn,
-            self.maxcmdsn,
-            self.r2tsn,
-            self.offset,
-            self.length,
-        ]
-        return 0x80, 0, 0, self.lun, words
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            lun=_lun(b8),
-            itt=w[0],
-            ttt=w[1],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-            r2tsn=w[5],
-            offset=w[6],
-            length=w[7],
-        )
 
 
 class AsyncEvent(IntEnum):
@@ -879,9 +728,24 @@ class AsyncEvent(IntEnum):
     VENDOR = 255
 
 
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class AsyncMessage(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.ASYNC_MESSAGE
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        b8=(("lun", 8),),
+        words=(
+            "itt",
+            None,
+            "statsn",
+            "expcmdsn",
+            "maxcmdsn",
+            (("event", 24, 8), ("vcode", 16, 8), ("parameter1", 0, 16)),
+            (("parameter2", 16, 16), ("parameter3", 0, 16)),
+            None,
+        ),
+    )
     lun: bytes = bytes(8)
     event: int = AsyncEvent.LOGOUT_REQUEST
     vcode: int = 0
@@ -889,41 +753,18 @@ class AsyncMessage(_TargetPdu):
     parameter2: int = 0
     parameter3: int = 0
 
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        w36 = (self.event << 24) | (self.vcode << 16) | self.parameter1
-        w40 = (self.parameter2 << 16) | self.parameter3
-        words = [self.itt, 0, self.statsn, self.expcmdsn, self.maxcmdsn, w36, w40, 0]
-        return 0x80, 0, 0, self.lun, words
 
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(
-            lun=_lun(b8),
-            itt=w[0],
-            statsn=w[2],
-            expcmdsn=w[3],
-            maxcmdsn=w[4],
-            event=w[5] >> 24,
-            vcode=(w[5] >> 16) & 0xFF,
-            parameter1=w[5] & 0xFFFF,
-            parameter2=w[6] >> 16,
-            parameter3=w[6] & 0xFFFF,
-        )
-
-
+@compile_header
 @dataclass(slots=True, kw_only=True)
 class Reject(_TargetPdu):
     OPCODE: ClassVar[Opcode] = Opcode.REJECT
+    HEADER: ClassVar[Header] = Header(
+        fixed=0x80,
+        byte2="reason",
+        words=(RESERVED_TAG, None, "statsn", "expcmdsn", "maxcmdsn", "datasn", None, None),
+    )
     reason: int = RejectReason.PROTOCOL_ERROR
     datasn: int = 0
-
-    def _words(self) -> tuple[int, int, int, bytes, list[int]]:
-        words = [RESERVED_TAG, 0, self.statsn, self.expcmdsn, self.maxcmdsn, self.datasn, 0, 0]
-        return 0x80, self.reason, 0, bytes(8), words
-
-    @classmethod
-    def _from(cls, b1: int, b2: int, b3: int, b8: bytes, w: tuple[int, ...]) -> Self:
-        return cls(reason=b2, statsn=w[2], expcmdsn=w[3], maxcmdsn=w[4], datasn=w[5])
 
 
 # ---------------------------------------------------------------- decode / encode

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.iscsi._header import Header
 from reservoir.agent.iscsi.digest import digest
 from reservoir.agent.iscsi.receiver import Receiver
 
@@ -245,3 +246,48 @@ def test_the_receiver_counts_padding_and_digests_in_what_is_missing() -> None:
     rx.feed(wire[20:100])
     assert rx.missing() == len(wire) - 100
     assert len(rx.feed(wire[100:])) == 1 and rx.missing() == 0
+
+
+def _word(header: bytes, at: int) -> int:
+    return int.from_bytes(header[at : at + 4], "big")
+
+
+def test_declared_headers_put_fields_where_rfc_7143_says() -> None:
+    r2t = P.R2T(itt=1, ttt=2, statsn=3, expcmdsn=4, maxcmdsn=5, r2tsn=6, offset=7, length=8)
+    h = r2t.encode_header()
+    assert [_word(h, at) for at in range(16, 48, 4)] == [1, 2, 3, 4, 5, 6, 7, 8]
+    resp = P.ScsiResponse(response=1, status=2, underflow=True, residual=512, expdatasn=9)
+    h = resp.encode_header()
+    assert (h[1], h[2], h[3], _word(h, 36), _word(h, 44)) == (0x82, 1, 2, 9, 512)
+    login = P.LoginResponse(status_class=2, status_detail=1, tsih=0x1234, version_active=0)
+    h = login.encode_header()
+    assert h[36:38] == b"\x02\x01" and h[14:16] == b"\x12\x34"
+    event = P.AsyncMessage(event=1, vcode=2, parameter1=3, parameter2=4, parameter3=5)
+    h = event.encode_header()
+    assert h[36:48] == bytes([1, 2, 0, 3, 0, 4, 0, 5]) + bytes(4)
+    bye = P.LogoutResponse(time2wait=2, time2retain=20)
+    assert bye.encode_header()[40:44] == b"\x00\x02\x00\x14"
+
+
+DATA_IN = st.builds(
+    P.DataIn, final=st.booleans(), ack=st.booleans(), has_status=st.booleans(),
+    status=st.integers(0, 255), statsn=u32, datasn=u32, offset=u32, residual=u32,
+    itt=u32, ttt=u32, data=payload,
+)  # fmt: skip
+
+
+@given(DATA_IN)
+def test_the_data_in_fast_encoder_is_the_declared_header_under_the_s_bit_rule(
+    pdu: P.DataIn,
+) -> None:
+    fast = pdu.encode_header()
+    if not pdu.has_status:  # without the S bit, status and StatSN are sent as zeros
+        pdu.status = pdu.statsn = 0
+    assert fast == pdu.declared_header()
+
+
+def test_a_header_declaration_with_the_wrong_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match="8 words"):
+        Header(words=("itt",))
+    with pytest.raises(ValueError, match="8 bytes"):
+        Header(b8=(("lun", 6),))
