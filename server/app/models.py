@@ -553,6 +553,15 @@ class Health(BaseModel):
     status: str = "ok"
 
 
+class NicPacingPublic(BaseModel):
+    """A NIC pacing rate in force for a transfer, as its source agent last reported it."""
+
+    agent: str = Field(description="the agent's name")
+    nic: str
+    rate_bytes_per_second: int
+    updated_at: datetime = Field(description="when the agent last reported it")
+
+
 class StreamSamplePublic(BaseModel):
     """One stream over one sampling interval (the agent's TCP_INFO, iperf3 names)."""
 

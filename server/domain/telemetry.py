@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir.server.app.agent_client import AgentError, AgentRef
 from reservoir.server.app.tables import (
+    Agent,
     NicPacingRate,
     StreamSample,
     Transfer,
@@ -273,6 +274,17 @@ def record_nic_rates(
             )
         elif current.rate != rate:
             current.rate, current.updated_at = rate, utcnow()
+
+
+def nic_pacing(session: Session, transfer_id: str) -> list[tuple[NicPacingRate, str]]:
+    """The NIC pacing rates of ``transfer_id`` with their agent's name, by agent and NIC."""
+    rows = session.execute(
+        select(NicPacingRate, Agent.name)
+        .join(Agent, Agent.id == NicPacingRate.agent_id)
+        .where(NicPacingRate.transfer_id == transfer_id)
+        .order_by(Agent.name, NicPacingRate.nic)
+    ).all()
+    return [(rate, name) for rate, name in rows]
 
 
 def list_samples(

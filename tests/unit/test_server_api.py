@@ -11,9 +11,12 @@ import httpx
 import pytest
 from fake_volumes import FakeVolumes
 from fastapi import FastAPI
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from reservoir.server import ServerSettings, create_app
 from reservoir.server.app import db
+from reservoir.server.domain import telemetry
 
 USER = "unit-user-token-0123456789abcdef"
 MiB = 1 << 20
@@ -39,10 +42,11 @@ class InProcess(httpx.BaseTransport):
 class Api(httpx.Client):
     """A client of the app in process, and the agents the app asks for their volumes."""
 
-    def __init__(self, app: FastAPI, agents: FakeVolumes) -> None:
+    def __init__(self, app: FastAPI, agents: FakeVolumes, engine: Engine) -> None:
         headers = {"Authorization": f"Bearer {USER}"}
         super().__init__(transport=InProcess(app), base_url="http://server/api/v1", headers=headers)
         self.agents = agents
+        self.engine = engine  # the app's database, for what only agents would write
 
 
 @pytest.fixture
@@ -57,7 +61,7 @@ def api(tmp_path: Path) -> Iterator[Api]:
     engine = db.make_engine(settings.database_url)
     db.upgrade(engine)
     agents = FakeVolumes()
-    with Api(create_app(settings, engine=engine, volume_lister=agents), agents) as c:
+    with Api(create_app(settings, engine=engine, volume_lister=agents), agents, engine) as c:
         yield c
     engine.dispose()
 
@@ -371,3 +375,27 @@ def test_a_transfer_into_a_held_destination_is_409_and_free_once_the_holder_is_f
     )
     ok(api.post(f"/transfers/{first['id']}/cancel"), 200)
     ok(api.post("/transfers", json={"source": src2["id"], "destination": dst["id"]}))
+
+
+def pacing_of(c: Api, tid: str) -> list[Json]:
+    response = c.get(f"/transfers/{tid}/pacing")
+    assert response.status_code == 200, response.text
+    rates: list[Json] = response.json()
+    return rates
+
+
+def test_a_transfers_nic_pacing_rates_are_json_by_agent_and_nic(api: Api) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1")
+    src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
+    tid = ok(api.post("/transfers", json={"source": src["id"], "destination": dst["id"]}))["id"]
+    assert pacing_of(api, tid) == []
+    with Session(api.engine) as session:
+        telemetry.record_nic_rates(session, tid, a1["id"], {"eth1": 62_500_000, "eth0": 125})
+        session.commit()
+    rates = pacing_of(api, tid)
+    assert [(r["agent"], r["nic"], r["rate_bytes_per_second"]) for r in rates] == [
+        ("a1", "eth0", 125),
+        ("a1", "eth1", 62_500_000),
+    ]
+    assert all(r["updated_at"] for r in rates)
+    assert api.get("/transfers/ghost/pacing").status_code == 404

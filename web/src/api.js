@@ -83,34 +83,13 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
 }
 
 /**
- * The text at `path` of the coordinator (outside /api/v1: /metrics), with the token.
+ * The text at `path` of the coordinator (a report page), with the token.
  * @param {string} path @param {AbortSignal} [signal]
  */
 export async function text(path, signal) {
   const r = await fetch(path, { headers: headers(), signal, cache: 'no-store' });
   if (!r.ok) throw await failure(r);
   return r.text();
-}
-
-/**
- * The samples of one metric in Prometheus' text format: [{labels, value}].
- * @param {string} exposition @param {string} name
- * @returns {{labels: Record<string, string>, value: number}[]}
- */
-export function promSamples(exposition, name) {
-  const out = [];
-  for (const line of exposition.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const close = line.lastIndexOf('}');
-    const body = close > 0 ? line.slice(name.length + 1, close) : '';
-    /** @type {Record<string, string>} */ const labels = {};
-    for (const m of body.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
-      labels[m[1]] = m[2].replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
-    }
-    const value = Number(line.slice(close > 0 ? close + 1 : name.length).trim().split(/\s+/)[0]);
-    if (Number.isFinite(value)) out.push({ labels, value });
-  }
-  return out;
 }
 
 /**

@@ -4,13 +4,13 @@
 //
 // Data: GET /transfers/{id} (legs, every 3 s until final), /links and /agents (names,
 // capacities), /transfers/{id}/streams (the history at opening), the live feed
-// /transfers/{id}/live (server-sent events: transfer, event, samples), and /metrics
-// (every 2 s while the transfer runs) for the NICs' pacing rates: the coordinator
-// exposes those there only (reservoir_nic_pacing_rate_bytes_per_second). Samples go into
+// /transfers/{id}/live (server-sent events: transfer, event, samples), and
+// /transfers/{id}/pacing (every 2 s while the transfer runs) for the NICs' pacing rates
+// its source agents report. Samples go into
 // ring buffers (telemetry.js: the last 10 minutes); charts redraw at most once per
 // animation frame, and tables at most once a second.
 
-import { api, ApiError, promSamples, readEvents, text, Unauthorized } from '../api.js';
+import { api, ApiError, readEvents, Unauthorized } from '../api.js';
 import { Heatmap, streamColor, TimeChart } from '../charts.js';
 import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
@@ -24,9 +24,13 @@ const EVENT_ROWS = 300;
 const RECONNECT_MS = 2000;
 const HISTORY_PAGE = 10000; // the API's largest limit
 const HISTORY_PAGES = 12; // 120000 samples: the whole window at 64 streams and 2 Hz
-const PACING_METRIC = 'reservoir_nic_pacing_rate_bytes_per_second';
 const PACING_MS = 2000;
 const PACING_POINTS = 600; // 20 minutes of looks every 2 s
+
+/** @typedef {{agent: string, nic: string, rate_bytes_per_second: number, updated_at: string}} NicRate */
+
+/** `agent:nic`, how the pacing table and chart name a NIC. @param {NicRate} r */
+const nicName = (r) => `${r.agent}:${r.nic}`;
 
 /** Axis labels of rates: "750M", "1G" (the panel says bit/s). @param {number} v */
 const rateAxis = (v) => fmt.rateShort(v);
@@ -71,9 +75,9 @@ export function transferView(main, id) {
   const eventsBox = h('div', { id: 'events', class: 'scroll' });
   const eventFilter = h('select', { id: 'event-filter' }, h('option', { value: '' }, 'all kinds'));
   const verifyBox = h('div', { id: 'verification' });
-  const pacingBox = h('div', { id: 'pacing', dataset: { available: 'unknown' } }, 'Reading /metrics…');
+  const pacingBox = h('div', { id: 'pacing', dataset: { available: 'unknown' } }, 'Reading the pacing rates…');
   const pacingChartBox = h('div', { id: 'chart-pacing', class: 'chart' });
-  /** @type {{x: number[], nics: Map<string, (number | null)[]>, last: {labels: Record<string, string>, value: number}[]}} */
+  /** @type {{x: number[], nics: Map<string, (number | null)[]>, last: NicRate[]}} */
   const pacing = { x: [], nics: new Map(), last: [] };
   /** @type {ReturnType<typeof setTimeout> | undefined} */ let pacingTimer;
   const legend = h(
@@ -336,7 +340,7 @@ export function transferView(main, id) {
 
   async function pollPacing() {
     try {
-      const rows = promSamples(await text('/metrics', abort.signal), PACING_METRIC).filter((r) => r.labels.transfer === id);
+      const rows = /** @type {NicRate[]} */ (await api(`/transfers/${encodeURIComponent(id)}/pacing`, { signal: abort.signal }));
       if (stopped) return;
       recordPacing(rows);
       renderPacing(null);
@@ -348,19 +352,19 @@ export function transferView(main, id) {
     else renderPacing(null);
   }
 
-  /** @param {{labels: Record<string, string>, value: number}[]} rows */
+  /** @param {NicRate[]} rows */
   function recordPacing(rows) {
     if (!rows.length) return;
     pacing.last = rows;
     const at = pacing.x.length;
     pacing.x.push(Date.now() / 1000);
     for (const r of rows) {
-      const key = `${r.labels.agent}:${r.labels.nic}`;
+      const key = nicName(r);
       if (!pacing.nics.has(key)) pacing.nics.set(key, new Array(at).fill(null));
     }
     for (const [key, ys] of pacing.nics) {
-      const row = rows.find((r) => `${r.labels.agent}:${r.labels.nic}` === key);
-      ys.push(row ? row.value * 8 : null);
+      const row = rows.find((r) => nicName(r) === key);
+      ys.push(row ? row.rate_bytes_per_second * 8 : null);
     }
     if (pacing.x.length > PACING_POINTS) {
       pacing.x.shift();
@@ -374,7 +378,7 @@ export function transferView(main, id) {
     const final = transfer && FINAL.has(transfer.state);
     if (error) {
       pacingBox.dataset.available = 'error';
-      fill(pacingBox, h('p', { class: 'error' }, `Could not read the pacing rates from /metrics: ${error}`));
+      fill(pacingBox, h('p', { class: 'error' }, `Could not read the pacing rates: ${error}`));
       return;
     }
     if (!pacing.last.length) {
@@ -382,16 +386,15 @@ export function transferView(main, id) {
       fill(
         pacingBox,
         h('p', null, final ? 'No per-NIC pacing rates were reported while this page watched the transfer.' : `No per-NIC pacing rate reported for this transfer (pacing policy: ${policy}).`),
-        h('p', { class: 'hint' }, 'The coordinator exposes the rates the source agents apply to their NICs in /metrics (reservoir_nic_pacing_rate_bytes_per_second), only while a transfer runs. Nothing is shown rather than a guess.'),
+        h('p', { class: 'hint' }, 'The rates the source agents report applying to their NICs (GET /transfers/{id}/pacing). Nothing is shown rather than a guess.'),
       );
       return;
     }
     pacingBox.dataset.available = 'true';
-    const name = (/** @type {Record<string, string>} */ l) => `${l.agent}:${l.nic}`;
     fill(
       pacingBox,
-      table(['NIC', 'Pacing rate', 'Bytes/s'], pacing.last.map((r) => h('tr', { dataset: { nic: name(r.labels) } }, h('td', null, name(r.labels)), h('td', { class: 'num' }, fmt.rate(r.value * 8)), h('td', { class: 'num' }, `${fmt.bytes(r.value)}/s`))), { class: 'compact' }),
-      h('p', { class: 'hint' }, final ? 'The transfer ended: the last rates its agents reported, and their history while this page was open.' : `From /metrics every ${PACING_MS / 1000} s, as the source agents report them (policy ${policy}).`),
+      table(['NIC', 'Pacing rate', 'Bytes/s'], pacing.last.map((r) => h('tr', { dataset: { nic: nicName(r) } }, h('td', null, nicName(r)), h('td', { class: 'num' }, fmt.rate(r.rate_bytes_per_second * 8)), h('td', { class: 'num' }, `${fmt.bytes(r.rate_bytes_per_second)}/s`))), { class: 'compact' }),
+      h('p', { class: 'hint' }, final ? 'The transfer ended: the last rates its agents reported, and their history while this page was open.' : `Every ${PACING_MS / 1000} s, as the source agents report them (policy ${policy}).`),
     );
     const keys = [...pacing.nics.keys()];
     charts.pacing.draw(keys.map((k, i) => ({ label: k, stroke: streamColor(i), width: 1.5 })), [pacing.x, ...keys.map((k) => /** @type {(number | null)[]} */ (pacing.nics.get(k)))]);

@@ -1,5 +1,6 @@
-"""Telemetry of a transfer: ``/transfers/{id}/streams`` (the per-stream history) and
-``/transfers/{id}/live`` (server-sent events for the dashboard)."""
+"""Telemetry of a transfer: ``/transfers/{id}/streams`` (the per-stream history),
+``/transfers/{id}/pacing`` (its NIC pacing rates) and ``/transfers/{id}/live``
+(server-sent events for the dashboard)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, SessionDep, UserAuth
-from reservoir.server.app.models import StreamSamplePublic
+from reservoir.server.app.models import NicPacingPublic, StreamSamplePublic
 from reservoir.server.app.services import transfers
 from reservoir.server.domain import telemetry
 
@@ -51,6 +52,21 @@ def transfer_streams(
     transfers.get(session, transfer_id)
     samples = telemetry.list_samples(session, transfer_id, since=since, until=until, limit=limit)
     return [StreamSamplePublic.model_validate(telemetry.sample_dict(s)) for s in samples]
+
+
+@router.get(
+    "/{transfer_id}/pacing",
+    responses=NOT_FOUND,
+    summary="The NIC pacing rates of a transfer, as its source agents last reported them",
+)
+def transfer_pacing(transfer_id: TransferId, session: SessionDep) -> list[NicPacingPublic]:
+    transfers.get(session, transfer_id)
+    return [
+        NicPacingPublic(
+            agent=name, nic=rate.nic, rate_bytes_per_second=rate.rate, updated_at=rate.updated_at
+        )
+        for rate, name in telemetry.nic_pacing(session, transfer_id)
+    ]
 
 
 def _sse(name: str, data: Any) -> str:
