@@ -21,7 +21,7 @@ export function h(tag, attrs, ...children) {
   return el;
 }
 
-/** @param {Node} parent @param {any[]} children */
+/** @param {ParentNode} parent @param {any[]} children */
 function append(parent, children) {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
@@ -42,8 +42,8 @@ export function panel(title, ...children) {
   return h('section', { class: 'panel' }, h('h2', null, title), ...children);
 }
 
-/** A table from header names and rows of cells. */
-export function table(/** @type {string[]} */ heads, /** @type {any[][]} */ rows, attrs = {}) {
+/** A table from header names and its rows (``tr`` elements). */
+export function table(/** @type {string[]} */ heads, /** @type {HTMLElement[]} */ rows, attrs = {}) {
   return h(
     'table',
     attrs,

@@ -144,9 +144,9 @@ function campaignForm(available, created) {
   const options = available.map((c) =>
     h('option', { value: c.name, disabled: c.error ? true : undefined }, c.error ? `${c.name} (does not load)` : `${c.name} — ${c.scenarios} scenarios × ${c.repetitions}, about ${fmt.duration(c.estimate_s)}`),
   );
-  const select = h('select', { id: 'f-campaign', name: 'campaign' }, options, h('option', { value: OTHER_FILE }, 'Another file under config/campaigns…'));
-  const file = h('input', { id: 'f-campaign-file', name: 'campaign-file', type: 'text', placeholder: 'config/campaigns/NAME.toml', hidden: true });
-  const quick = h('input', { id: 'f-quick', name: 'quick', type: 'checkbox' });
+  const select = /** @type {HTMLSelectElement} */ (h('select', { id: 'f-campaign', name: 'campaign' }, options, h('option', { value: OTHER_FILE }, 'Another file under config/campaigns…')));
+  const file = /** @type {HTMLInputElement} */ (h('input', { id: 'f-campaign-file', name: 'campaign-file', type: 'text', placeholder: 'config/campaigns/NAME.toml', hidden: true }));
+  const quick = /** @type {HTMLInputElement} */ (h('input', { id: 'f-quick', name: 'quick', type: 'checkbox' }));
   const about = h('small', { id: 'campaign-about' });
   const result = h('p', { class: 'result', id: 'campaign-form-result' });
   const describe = () => {
@@ -179,9 +179,9 @@ function campaignForm(available, created) {
     for (const el of errors.values()) el.textContent = '';
     form.querySelectorAll('.invalid').forEach((el) => el.classList.remove('invalid'));
     result.textContent = 'Sending…';
-    const campaign = select.value === OTHER_FILE ? /** @type {HTMLInputElement} */ (file).value.trim() : select.value;
+    const campaign = select.value === OTHER_FILE ? file.value.trim() : select.value;
     try {
-      const run = await api('/campaigns', { method: 'POST', body: { campaign, quick: /** @type {HTMLInputElement} */ (quick).checked } });
+      const run = await api('/campaigns', { method: 'POST', body: { campaign, quick: quick.checked } });
       result.replaceChildren('Campaign run ', h('a', { href: `#/campaigns/${encodeURIComponent(run.id)}`, class: 'mono', dataset: { created: run.id } }, fmt.shortId(run.id)), ` ${run.state}.`);
       created();
     } catch (e) {
