@@ -40,7 +40,7 @@ def serve(args: argparse.Namespace) -> int:
     # Lazy: FastAPI and uvicorn (0.8 s) load for `agent serve` only, not for every command.
     from reservoir.agent.control import (  # noqa: PLC0415
         Agent,
-        SettingsError,
+        AgentSettingsError,
         load_settings,
         make_server,
     )
@@ -53,7 +53,7 @@ def serve(args: argparse.Namespace) -> int:
             parse_listen(args.listen)
             settings = settings.model_copy(update={"listen": args.listen})
         agent = Agent(settings)
-    except (SettingsError, ConfigError, ValueError) as exc:
+    except (AgentSettingsError, ConfigError, ValueError) as exc:
         print(f"reservoir agent serve: {exc}", file=sys.stderr)
         return 2
     server = make_server(settings, agent)

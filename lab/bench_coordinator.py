@@ -46,7 +46,7 @@ import httpx
 from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import file_digest, parse_size
 from reservoir.lab.bench_lfn import iperf_mbit, iperf_server
-from reservoir.lab.coord_site import Coordinator, Site, inside
+from reservoir.lab.coord_site import Coordinator, Site, TransferError, inside
 from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process
@@ -60,10 +60,6 @@ KILL_AT, RESTART_AFTER = 0.40, 2.0
 TIMEOUT = 600.0  # a transfer that takes longer has failed
 Json = dict[str, Any]
 NAMES: dict[str, str] = {}  # agent id -> name, once registered
-
-
-class TransferError(RuntimeError):
-    """The API refused a request or a transfer failed."""
 
 
 @dataclass

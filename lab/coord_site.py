@@ -32,7 +32,7 @@ from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, reservoir_command, stop_process
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 
-__all__ = ["AgentProc", "Coordinator", "Site", "inside", "site_credentials"]
+__all__ = ["AgentProc", "Coordinator", "Site", "TransferError", "inside", "site_credentials"]
 
 CLONE_NEWNET = 0x40000000
 SRC_PORTS = {"l1": 8471, "l2": 8472}
@@ -90,6 +90,11 @@ def wait_health(url: str, proc: subprocess.Popen[Any], log: Path, timeout: float
         if time.monotonic() > deadline:
             raise PeerError(f"{log.stem} not healthy after {timeout} s: {log.read_text()[-600:]}")
         time.sleep(0.1)
+
+
+class TransferError(RuntimeError):
+    """The coordinator refused a request, or a transfer through it failed, was
+    cancelled or did not complete in time (benchmarks and campaign runs)."""
 
 
 @dataclass

@@ -8,13 +8,13 @@ managed by :class:`CopyManager`, which persists them in the state folder.
 
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.copies import (
+    CopyConflictError,
     CopyFn,
     CopyJob,
     CopyManager,
-    TransitionError,
     UnknownCopyError,
 )
-from reservoir.agent.control.core.config import AgentSettings, SettingsError, load_settings
+from reservoir.agent.control.core.config import AgentSettings, AgentSettingsError, load_settings
 from reservoir.agent.control.main import API_PREFIX, create_app
 from reservoir.agent.control.models import CopyCreate, CopyState
 from reservoir.agent.control.serve import make_server
@@ -23,13 +23,13 @@ __all__ = [
     "API_PREFIX",
     "Agent",
     "AgentSettings",
+    "AgentSettingsError",
+    "CopyConflictError",
     "CopyCreate",
     "CopyFn",
     "CopyJob",
     "CopyManager",
     "CopyState",
-    "SettingsError",
-    "TransitionError",
     "UnknownCopyError",
     "create_app",
     "load_settings",

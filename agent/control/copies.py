@@ -58,10 +58,10 @@ from reservoir.agent.transfer import release as engine_release
 from reservoir.common import store
 
 __all__ = [
+    "CopyConflictError",
     "CopyFn",
     "CopyJob",
     "CopyManager",
-    "TransitionError",
     "UnknownCopyError",
     "summary_dict",
 ]
@@ -98,7 +98,7 @@ class UnknownCopyError(KeyError):
     """No copy has this id (HTTP 404)."""
 
 
-class TransitionError(Exception):
+class CopyConflictError(Exception):
     """The copy is not in a state that allows this (HTTP 409); the message says why."""
 
 
@@ -260,13 +260,13 @@ class CopyManager:
 
     def existing(self, request: CopyCreate) -> CopyJob | None:
         """The copy a client already created under ``request.id`` with the same request
-        (an idempotent retry), or ``None``; :class:`TransitionError` if that id holds
+        (an idempotent retry), or ``None``; :class:`CopyConflictError` if that id holds
         another request."""
         job = None if request.id is None else self.jobs.get(request.id)
         if job is None:
             return None
         if job.request != request:
-            raise TransitionError(f"copy {job.id} exists with another request")
+            raise CopyConflictError(f"copy {job.id} exists with another request")
         return job
 
     def create(self, request: CopyCreate) -> CopyJob:
@@ -275,10 +275,10 @@ class CopyManager:
         :class:`VolumeRefusedError` if it names a local path that is not a volume."""
         copy_id = request.id or secrets.token_hex(8)
         if copy_id in self.jobs:
-            raise TransitionError(f"copy {copy_id} exists")
+            raise CopyConflictError(f"copy {copy_id} exists")
         self._check_volumes(request)
         if request.caps is not None and request.caps.stream_cwnd_caps and self.capper is None:
-            raise TransitionError("this agent applies no cwnd caps (cwnd_caps = off)")
+            raise CopyConflictError("this agent applies no cwnd caps (cwnd_caps = off)")
         checkpoint = self.state_dir / "checkpoints" / f"{copy_id}.json"
         job = CopyJob(copy_id, request, checkpoint)
         job.caps = request.caps
@@ -327,11 +327,11 @@ class CopyManager:
         self._check(job, CAN_CAP, "set caps on")
         for stream in (*caps.stream_cwnd_caps, *caps.stream_pacing_rates):
             if stream >= job.request.streams:
-                raise TransitionError(
+                raise CopyConflictError(
                     f"copy {job.id} has {job.request.streams} streams; there is no stream {stream}"
                 )
         if caps.stream_cwnd_caps and self.capper is None:
-            raise TransitionError("this agent applies no cwnd caps (cwnd_caps = off)")
+            raise CopyConflictError("this agent applies no cwnd caps (cwnd_caps = off)")
         job.caps = caps
         if job.stream_caps is not None:  # it runs
             job.stream_caps.want(caps.stream_cwnd_caps, caps.stream_pacing_rates)
@@ -362,17 +362,17 @@ class CopyManager:
         for job in jobs:
             try:
                 await self._stop(job, CopyState.PAUSED, CAN_PAUSE, "pause")
-            except TransitionError:  # it ended (completed, failed) meanwhile
+            except CopyConflictError:  # it ended (completed, failed) meanwhile
                 continue
             job.last_error = "paused: the agent stopped"
             self._save(job)
 
     def _check(self, job: CopyJob, allowed: frozenset[CopyState], verb: str) -> None:
         if job.intent is not None:
-            raise TransitionError(f"cannot {verb} copy {job.id}: it is being {job.intent.value}")
+            raise CopyConflictError(f"cannot {verb} copy {job.id}: it is being {job.intent.value}")
         if job.state not in allowed:
             states = ", ".join(sorted(s.value for s in allowed))
-            raise TransitionError(
+            raise CopyConflictError(
                 f"cannot {verb} copy {job.id}: it is {job.state.value} (allowed when {states})"
             )
 
@@ -392,7 +392,7 @@ class CopyManager:
             job.task, job.intent = None, None
             self._finish(job, to)
         if job.state != to:
-            raise TransitionError(
+            raise CopyConflictError(
                 f"copy {job.id} ended {job.state.value} before it could be {to.value}"
             )
         return job

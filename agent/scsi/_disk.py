@@ -11,7 +11,7 @@ from ._sense import (
     SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
     UNRECOVERED_READ_ERROR,
     WRITE_ERROR,
-    ScsiError,
+    CheckConditionError,
     SenseKey,
     data_out_mismatch,
     invalid_field_in_cdb,
@@ -29,11 +29,11 @@ _COMPARE_CHUNK = 4096
 Buffer = bytes | bytearray | memoryview
 
 
-def io_error(exc: OSError, code: tuple[int, int], lba: int) -> ScsiError:
+def io_error(exc: OSError, code: tuple[int, int], lba: int) -> CheckConditionError:
     """Sense for a failed backend call; a full thin pool is SBC-3 4.7.3.7's 27/07."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return ScsiError(SenseKey.DATA_PROTECT, SPACE_ALLOCATION_FAILED_WRITE_PROTECT)
-    return ScsiError(SenseKey.MEDIUM_ERROR, code, information=lba)
+        return CheckConditionError(SenseKey.DATA_PROTECT, SPACE_ALLOCATION_FAILED_WRITE_PROTECT)
+    return CheckConditionError(SenseKey.MEDIUM_ERROR, code, information=lba)
 
 
 async def read_blocks(st: LuState, lba: int, blocks: int) -> bytes:

@@ -50,7 +50,7 @@ from ._sense import (
     INTERNAL_TARGET_FAILURE,
     INVALID_FIELD_IN_CDB,
     POWER_ON_RESET,
-    ScsiError,
+    CheckConditionError,
     SenseKey,
     check_condition,
     invalid_field_in_cdb,
@@ -255,7 +255,7 @@ class LogicalUnit:
             return ScsiResult(Status.RESERVATION_CONFLICT)
         try:
             return await handler(st, cmd)
-        except ScsiError as exc:
+        except CheckConditionError as exc:
             return exc.result(st.mode.d_sense)
         except (IndexError, struct.error):
             # The CDB is shorter than its operation code requires.

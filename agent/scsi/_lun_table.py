@@ -12,7 +12,7 @@ from ._luns import decode_lun, encode_lun, report_luns
 from ._sense import (
     INVALID_FIELD_IN_CDB,
     LOGICAL_UNIT_NOT_SUPPORTED,
-    ScsiError,
+    CheckConditionError,
     SenseKey,
     build_sense,
     check_condition,
@@ -53,7 +53,7 @@ class LunTable:
         if cdb and cdb[0] == op.REPORT_LUNS:
             try:
                 return report_luns(cdb, self._units)
-            except (ScsiError, IndexError) as exc:
+            except (CheckConditionError, IndexError) as exc:
                 return _illegal(exc)
         unit = self._units.get(lun)
         if unit is not None:
@@ -78,9 +78,9 @@ class LunTable:
 
 
 def _illegal(exc: Exception) -> ScsiResult:
-    if isinstance(exc, ScsiError):
+    if isinstance(exc, CheckConditionError):
         return exc.result()
-    return ScsiError(SenseKey.ILLEGAL_REQUEST, INVALID_FIELD_IN_CDB).result()
+    return CheckConditionError(SenseKey.ILLEGAL_REQUEST, INVALID_FIELD_IN_CDB).result()
 
 
 def _absent(cdb: bytes) -> ScsiResult:

@@ -10,7 +10,7 @@ from ._cdb import truncate, u16
 from ._sense import (
     MODE_PARAMETERS_CHANGED,
     SAVING_PARAMETERS_NOT_SUPPORTED,
-    ScsiError,
+    CheckConditionError,
     SenseKey,
     field_pointer,
     invalid_field_in_cdb,
@@ -100,7 +100,7 @@ async def mode_sense(st: LuState, cmd: ScsiCommand) -> ScsiResult:
     ten = cdb[0] == op.MODE_SENSE_10
     pc, page = cdb[2] >> 6, cdb[2] & 0x3F
     if pc == PC_SAVED:
-        raise ScsiError(
+        raise CheckConditionError(
             SenseKey.ILLEGAL_REQUEST, SAVING_PARAMETERS_NOT_SUPPORTED, sks=field_pointer(2, 7)
         )
     pages = _select_pages(st.mode, page, cdb[3], pc)

@@ -14,7 +14,7 @@ from ._sense import (
     REGISTRATIONS_PREEMPTED,
     RESERVATIONS_PREEMPTED,
     RESERVATIONS_RELEASED,
-    ScsiError,
+    CheckConditionError,
     SenseKey,
     invalid_field_in_cdb,
     invalid_field_in_parameters,
@@ -153,7 +153,9 @@ def _release(st: LuState, nexus: Nexus, pr_type: int) -> ScsiResult:
     if not res.pr_type or not res.is_holder(nexus):
         return _good()
     if res.pr_type != pr_type:
-        raise ScsiError(SenseKey.ILLEGAL_REQUEST, INVALID_RELEASE_OF_PERSISTENT_RESERVATION)
+        raise CheckConditionError(
+            SenseKey.ILLEGAL_REQUEST, INVALID_RELEASE_OF_PERSISTENT_RESERVATION
+        )
     released = res.pr_type
     res.clear_reservation()
     if released in REGISTRANTS_ONLY or released in ALL_REGISTRANTS:

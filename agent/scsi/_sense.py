@@ -154,7 +154,7 @@ def check_condition(
     return ScsiResult(Status.CHECK_CONDITION, b"", sense)
 
 
-class ScsiError(Exception):
+class CheckConditionError(Exception):
     """Ends the current command with CHECK CONDITION and this sense."""
 
     def __init__(
@@ -177,41 +177,43 @@ class ScsiError(Exception):
         )
 
 
-def invalid_field_in_cdb(byte: int, bit: int | None = None) -> ScsiError:
-    return ScsiError(SenseKey.ILLEGAL_REQUEST, INVALID_FIELD_IN_CDB, sks=field_pointer(byte, bit))
+def invalid_field_in_cdb(byte: int, bit: int | None = None) -> CheckConditionError:
+    return CheckConditionError(
+        SenseKey.ILLEGAL_REQUEST, INVALID_FIELD_IN_CDB, sks=field_pointer(byte, bit)
+    )
 
 
-def invalid_field_in_parameters(byte: int, bit: int | None = None) -> ScsiError:
-    return ScsiError(
+def invalid_field_in_parameters(byte: int, bit: int | None = None) -> CheckConditionError:
+    return CheckConditionError(
         SenseKey.ILLEGAL_REQUEST,
         INVALID_FIELD_IN_PARAMETER_LIST,
         sks=field_pointer(byte, bit, in_cdb=False),
     )
 
 
-def parameter_list_length_error() -> ScsiError:
-    return ScsiError(SenseKey.ILLEGAL_REQUEST, PARAMETER_LIST_LENGTH_ERROR)
+def parameter_list_length_error() -> CheckConditionError:
+    return CheckConditionError(SenseKey.ILLEGAL_REQUEST, PARAMETER_LIST_LENGTH_ERROR)
 
 
-def invalid_opcode() -> ScsiError:
-    return ScsiError(SenseKey.ILLEGAL_REQUEST, INVALID_COMMAND_OPERATION_CODE)
+def invalid_opcode() -> CheckConditionError:
+    return CheckConditionError(SenseKey.ILLEGAL_REQUEST, INVALID_COMMAND_OPERATION_CODE)
 
 
-def lba_out_of_range() -> ScsiError:
-    return ScsiError(SenseKey.ILLEGAL_REQUEST, LBA_OUT_OF_RANGE)
+def lba_out_of_range() -> CheckConditionError:
+    return CheckConditionError(SenseKey.ILLEGAL_REQUEST, LBA_OUT_OF_RANGE)
 
 
-def data_out_mismatch() -> ScsiError:
+def data_out_mismatch() -> CheckConditionError:
     """The Data-Out buffer does not hold what the CDB describes (SAM-5 ASC 0E/03)."""
-    return ScsiError(SenseKey.ILLEGAL_REQUEST, INVALID_FIELD_IN_COMMAND_IU)
+    return CheckConditionError(SenseKey.ILLEGAL_REQUEST, INVALID_FIELD_IN_COMMAND_IU)
 
 
-def write_protected(software: bool = False) -> ScsiError:
-    return ScsiError(
+def write_protected(software: bool = False) -> CheckConditionError:
+    return CheckConditionError(
         SenseKey.DATA_PROTECT, SOFTWARE_WRITE_PROTECTED if software else WRITE_PROTECTED
     )
 
 
-def miscompare(offset: int) -> ScsiError:
+def miscompare(offset: int) -> CheckConditionError:
     """SBC-3 5.2 / 5.22: INFORMATION holds the offset of the first differing byte."""
-    return ScsiError(SenseKey.MISCOMPARE, MISCOMPARE_DURING_VERIFY, information=offset)
+    return CheckConditionError(SenseKey.MISCOMPARE, MISCOMPARE_DURING_VERIFY, information=offset)

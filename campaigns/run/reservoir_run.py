@@ -28,6 +28,7 @@ from reservoir.campaigns.run.telemetry import (
     stream_records,
 )
 from reservoir.campaigns.run.timeline import MARGIN, Timeline, sampler
+from reservoir.lab.coord_site import TransferError
 
 __all__ = ["run_reservoir", "transfer_body"]
 
@@ -36,10 +37,6 @@ Progress = Callable[[float, float], None]  # (fraction done, bit/s)
 MIN_TIMEOUT_S = 300.0
 PAGE = 10_000
 LOOPBACK_MSS = 65483  # lo's MTU 65536 less IPv4 and TCP headers with timestamps
-
-
-class TransferError(RuntimeError):
-    """The transfer failed, was cancelled or did not complete in time."""
 
 
 class Site(Protocol):

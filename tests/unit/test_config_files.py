@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reservoir import campaigns as campaign
-from reservoir.agent.control.core.config import SettingsError as AgentSettingsError
+from reservoir.agent.control.core.config import AgentSettingsError
 from reservoir.agent.control.core.config import load_settings as load_agent
 from reservoir.agent.target import config as target_config
 from reservoir.agent.tuning import ProfileError, load_profile

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from reservoir.agent import agent_cli
-from reservoir.agent.control import SettingsError, load_settings
+from reservoir.agent.control import AgentSettingsError, load_settings
 from reservoir.agent.control.core.config import parse_listen
 from reservoir.agent.control.models import CapsBase, CopyCreate
 
@@ -46,30 +46,30 @@ def test_source_volumes_resolve_relative_to_the_file_and_default_to_none(
 
 def test_source_volumes_must_be_a_list_of_paths(tmp_path: Path) -> None:
     base = f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
-    with pytest.raises(SettingsError, match=r"agent\.source_volumes"):
+    with pytest.raises(AgentSettingsError, match=r"agent\.source_volumes"):
         load_settings(write(tmp_path, base + "source_volumes = [1]\n"))
 
 
 def test_settings_refuse_to_start_without_a_token(tmp_path: Path) -> None:
     path = write(tmp_path, '[agent]\nstate_dir = "s"\n')
-    with pytest.raises(SettingsError, match=r"agent\.tokens: Field required"):
+    with pytest.raises(AgentSettingsError, match=r"agent\.tokens: Field required"):
         load_settings(path)
 
 
 def test_settings_refuse_a_short_token_without_printing_it(tmp_path: Path) -> None:
     path = write(tmp_path, '[agent]\ntokens = ["tooshort-secret"]\nstate_dir = "s"\n')
-    with pytest.raises(SettingsError, match="16 characters at least") as err:
+    with pytest.raises(AgentSettingsError, match="16 characters at least") as err:
         load_settings(path)
     assert "tooshort-secret" not in str(err.value)
 
 
 def test_settings_refuse_an_empty_token_list(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match=r"agent\.tokens"):
+    with pytest.raises(AgentSettingsError, match=r"agent\.tokens"):
         load_settings(write(tmp_path, '[agent]\ntokens = []\nstate_dir = "s"\n'))
 
 
 def test_settings_need_an_agent_table(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match=r"no \[agent\] table"):
+    with pytest.raises(AgentSettingsError, match=r"no \[agent\] table"):
         load_settings(write(tmp_path, "[server]\n"))
 
 
@@ -88,7 +88,7 @@ def test_settings_keep_only_the_digests_of_plain_tokens(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spelling", ["sha256:" + "AB" * 32, "sha256:" + "ab" * 31, "sha256:"])
 def test_settings_refuse_a_malformed_digest(tmp_path: Path, spelling: str) -> None:
     path = write(tmp_path, f'[agent]\ntokens = ["{spelling}"]\nstate_dir = "s"\n')
-    with pytest.raises(SettingsError, match="64 lowercase hexadecimal digits"):
+    with pytest.raises(AgentSettingsError, match="64 lowercase hexadecimal digits"):
         load_settings(path)
 
 
@@ -147,7 +147,7 @@ def test_example_configuration_loads() -> None:
 
 def test_tls_certificate_needs_its_key(tmp_path: Path) -> None:
     path = write(tmp_path, f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\ntls_cert = "a.crt"\n')
-    with pytest.raises(SettingsError, match="tls_cert and tls_key go together"):
+    with pytest.raises(AgentSettingsError, match="tls_cert and tls_key go together"):
         load_settings(path)
 
 
@@ -157,5 +157,5 @@ def test_warm_sessions_default_on_and_take_a_whole_number_of_seconds(tmp_path: P
     assert (default.warm_sessions, default.warm_idle_timeout) == (256, 90.0)
     off = load_settings(write(tmp_path, base + "warm_sessions = 0\nwarm_idle_timeout = 60\n"))
     assert (off.warm_sessions, off.warm_idle_timeout) == (0, 60.0)
-    with pytest.raises(SettingsError, match=r"agent\.warm_idle_timeout"):
+    with pytest.raises(AgentSettingsError, match=r"agent\.warm_idle_timeout"):
         load_settings(write(tmp_path, base + "warm_idle_timeout = 0\n"))

@@ -12,11 +12,11 @@ from typing import Any, TypeVar, get_args
 import pytest
 
 from reservoir.agent.control import (
+    CopyConflictError,
     CopyCreate,
     CopyJob,
     CopyManager,
     CopyState,
-    TransitionError,
     copies,
 )
 from reservoir.agent.control.copies import UnknownCopyError
@@ -228,10 +228,10 @@ def test_transition_not_allowed_from_completed_or_running(
         if verb == "pause":
             engine.release.set()
             await settle(manager, job.id)
-            with pytest.raises(TransitionError, match=f"{message} .*: it is completed"):
+            with pytest.raises(CopyConflictError, match=f"{message} .*: it is completed"):
                 await manager.pause(job.id)
         else:
-            with pytest.raises(TransitionError, match=f"{message} .*: it is running"):
+            with pytest.raises(CopyConflictError, match=f"{message} .*: it is running"):
                 manager.resume(job.id)
             await manager.cancel(job.id)
 
@@ -243,7 +243,7 @@ def test_cancel_of_a_cancelled_copy_is_refused(tmp_path: Path) -> None:
         manager = CopyManager(tmp_path, copy_fn=FakeEngine())
         job = manager.create(request())
         await manager.cancel(job.id)
-        with pytest.raises(TransitionError, match="it is cancelled"):
+        with pytest.raises(CopyConflictError, match="it is cancelled"):
             await manager.cancel(job.id)
 
     run(main())
@@ -388,7 +388,7 @@ def test_caps_for_a_stream_the_copy_does_not_have_are_refused(tmp_path: Path) ->
         job = manager.create(request(streams=2))
         manager.set_caps(job.id, CapsBase(stream_pacing_rates={1: 1000}))
         assert job.caps is not None and job.caps.stream_pacing_rates == {1: 1000}
-        with pytest.raises(TransitionError, match="no stream 2"):
+        with pytest.raises(CopyConflictError, match="no stream 2"):
             manager.set_caps(job.id, CapsBase(stream_pacing_rates={2: 1000}))
         await manager.cancel(job.id)
 
@@ -399,7 +399,7 @@ def test_cwnd_caps_need_a_cap_mechanism(tmp_path: Path) -> None:
     async def main() -> None:
         manager = CopyManager(tmp_path, copy_fn=FakeEngine())
         job = manager.create(request(streams=2))
-        with pytest.raises(TransitionError, match="applies no cwnd caps"):
+        with pytest.raises(CopyConflictError, match="applies no cwnd caps"):
             manager.set_caps(job.id, CapsBase(stream_cwnd_caps={1: 40}))
         await manager.cancel(job.id)
 
@@ -472,7 +472,7 @@ def test_pause_of_a_copy_that_completes_meanwhile_is_refused(
         job = manager.create(request())
         await started(manager, job.id)
         asyncio.get_running_loop().call_later(0.01, engine.release.set)
-        with pytest.raises(TransitionError, match="ended completed before it could be paused"):
+        with pytest.raises(CopyConflictError, match="ended completed before it could be paused"):
             await manager.pause(job.id)
 
     run(main())
@@ -527,9 +527,9 @@ def test_an_id_given_twice_is_the_same_copy_or_refused(tmp_path: Path) -> None:
         job = manager.create(request(id="t2-leg0"))
         assert manager.existing(request(id="t2-leg0")) is job
         assert manager.existing(request(id="t3-leg0")) is None
-        with pytest.raises(TransitionError, match="another request"):
+        with pytest.raises(CopyConflictError, match="another request"):
             manager.existing(request(id="t2-leg0", streams=9))
-        with pytest.raises(TransitionError, match="exists"):
+        with pytest.raises(CopyConflictError, match="exists"):
             manager.create(request(id="t2-leg0"))
         await settle(manager, job.id)
 

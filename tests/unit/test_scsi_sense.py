@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from reservoir.agent.scsi import SenseKey, Status, build_sense, decode_sense, sense_information
 from reservoir.agent.scsi._sense import (
-    ScsiError,
+    CheckConditionError,
     descriptor_sense,
     field_pointer,
     fixed_sense,
@@ -94,7 +94,7 @@ def test_miscompare_error_reports_offset_in_information() -> None:
 
 
 def test_scsi_error_in_descriptor_format_keeps_information() -> None:
-    error = ScsiError(SenseKey.MEDIUM_ERROR, (0x11, 0x00), information=1 << 40)
+    error = CheckConditionError(SenseKey.MEDIUM_ERROR, (0x11, 0x00), information=1 << 40)
     assert sense_information(error.result(descriptor=True).sense) == 1 << 40
 
 

@@ -61,7 +61,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "MIN_TOKEN_LENGTH",
     "AgentSettings",
-    "SettingsError",
+    "AgentSettingsError",
     "load_settings",
     "parse_listen",
 ]
@@ -70,7 +70,7 @@ DEFAULT_LISTEN = "127.0.0.1:8740"
 MIN_TOKEN_LENGTH = 16
 
 
-class SettingsError(ValueError):
+class AgentSettingsError(ValueError):
     """The agent's configuration is unusable; the message is one clear line."""
 
 
@@ -158,12 +158,12 @@ def _resolve_list(base: Path, raw: dict[str, Any], key: str) -> None:
 
 
 def load_settings(path: str | Path) -> AgentSettings:
-    """Reads the ``[agent]`` table of ``path``; raises :class:`SettingsError`."""
+    """Reads the ``[agent]`` table of ``path``; raises :class:`AgentSettingsError`."""
     path = Path(path)
     try:
         raw = read_table(path, "agent")
     except SettingsFileError as exc:
-        raise SettingsError(str(exc)) from None
+        raise AgentSettingsError(str(exc)) from None
     for key in ("state_dir", "target_config", "tls_cert", "tls_key", "coordinator_token_file"):
         _resolve(path.parent, raw, key)
     _resolve_list(path.parent, raw, "source_volumes")
@@ -171,4 +171,4 @@ def load_settings(path: str | Path) -> AgentSettings:
         return AgentSettings.model_validate(raw)
     except ValidationError as exc:
         problems = describe(exc, "agent", AgentSettings.model_fields)
-        raise SettingsError(str(SettingsFileError(path, problems))) from None
+        raise AgentSettingsError(str(SettingsFileError(path, problems))) from None

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from reservoir.agent.control.api.deps import Authorized, ManagerDep
-from reservoir.agent.control.copies import CopyJob, TransitionError, UnknownCopyError
+from reservoir.agent.control.copies import CopyConflictError, CopyJob, UnknownCopyError
 from reservoir.agent.control.info import congestion_control
 from reservoir.agent.control.models import (
     CapsBase,
@@ -78,7 +78,7 @@ def _job(manager: ManagerDep, copy_id: str) -> CopyJob:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no copy {copy_id!r}") from None
 
 
-def _conflict(exc: TransitionError) -> HTTPException:
+def _conflict(exc: CopyConflictError) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, str(exc))
 
 
@@ -124,7 +124,7 @@ def _transition() -> Iterator[None]:
     a local path that is not one of the agent's volumes, 403."""
     try:
         yield
-    except TransitionError as exc:
+    except CopyConflictError as exc:
         raise _conflict(exc) from None
     except VolumeRefusedError as exc:
         raise HTTPException(status.HTTP_403_FORBIDDEN, str(exc)) from None
@@ -169,6 +169,6 @@ async def set_caps(copy_id: CopyId, body: CapsCreate, manager: ManagerDep) -> Ca
     _job(manager, copy_id)
     try:
         job = manager.set_caps(copy_id, CapsBase.model_validate(body.model_dump()))
-    except TransitionError as exc:
+    except CopyConflictError as exc:
         raise _conflict(exc) from None
     return caps_public(job, manager.pacer)
