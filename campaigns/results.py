@@ -24,7 +24,9 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Annotated, Any, Literal, cast, get_args
+
+from pydantic import Field
 
 from reservoir.common.fairness import jain
 from reservoir.common.store import write_atomic
@@ -641,13 +643,20 @@ def run_jain(run: Run) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    target: str  # e.g. ">= 0.95"
+    """A target of design.md section 6 that applies to a column, and whether it is met."""
+
+    target: Annotated[str, Field(description="e.g. '>= 0.95'")]
     met: bool
+
+
+Share = Annotated[float | None, Field(description="share of the streams' time, 0..1")]
 
 
 @dataclass(frozen=True, slots=True)
 class SummaryRow:
-    """One scenario: medians over its repetitions that did not fail."""
+    """One scenario: medians over its repetitions that did not fail. The coordinator's
+    API serves these rows as they are (``/campaigns/{id}``); the descriptions are its
+    schema's."""
 
     scenario: str
     tool: Tool
@@ -655,22 +664,28 @@ class SummaryRow:
     repetitions: int
     errors: int
     goodput_bps: float | None
-    of_bottleneck: float | None
-    of_iperf3: float | None
-    baseline: str | None  # the paired iperf3 scenario
+    of_bottleneck: Annotated[float | None, Field(description="goodput / the aggregate bottleneck")]
+    of_iperf3: Annotated[float | None, Field(description="goodput / the paired iperf3 baseline's")]
+    baseline: Annotated[str | None, Field(description="the paired iperf3 scenario")]
     jain: float | None
     failover_lost_s: float | None
     back_after_s: float | None
     cpu_s_per_gb: float | None
     # shares of the streams' time (reservoir's TCP_INFO; medians of the runs' means):
     # nothing to send, stalled on the receiver's window, stalled on the send buffer
-    idle: float | None = None
-    rwnd_limited: float | None = None
-    sndbuf_limited: float | None = None
-    checks: dict[str, Check] = field(default_factory=dict)  # column -> the target there
-    # reservoir: goodput / the best gridftp or xrdcp scenario with the same streams
-    of_peers: float | None = None
-    peer: str | None = None  # that scenario
+    idle: Share = None
+    rwnd_limited: Share = None
+    sndbuf_limited: Share = None
+    checks: Annotated[
+        dict[str, Check], Field(description="column -> the target there, met or not")
+    ] = field(default_factory=dict)
+    of_peers: Annotated[
+        float | None,
+        Field(
+            description="reservoir: goodput / the best gridftp or xrdcp scenario's, same streams"
+        ),
+    ] = None
+    peer: Annotated[str | None, Field(description="that gridftp or xrdcp scenario")] = None
 
 
 # design.md section 6, as (column, target text, predicate).

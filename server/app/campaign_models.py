@@ -3,9 +3,9 @@ client sends to start a run) / ``CampaignRunPublic`` (a run in the list) and
 ``CampaignRunDetail`` (one run with its summary rows); the shipped campaigns a run can
 be started from (``CampaignAvailable``).
 
-The summary rows are those of ``campaigns/results.py`` (``summary_rows``): one per
-scenario, medians over its repetitions, with the design section 6 targets that apply
-(``checks``: column -> target, met or not).
+The summary rows are :class:`reservoir.campaigns.results.SummaryRow`, as
+``summary_rows`` makes them: one per scenario, medians over its repetitions, with the
+design section 6 targets that apply (``checks``: column -> target, met or not).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reservoir.campaigns.results import SummaryRow
+
 __all__ = [
     "ACTIVE_STATES",
     "CampaignAvailable",
-    "CampaignCheck",
     "CampaignOrigin",
     "CampaignProgress",
     "CampaignRunBase",
@@ -26,7 +27,6 @@ __all__ = [
     "CampaignRunDetail",
     "CampaignRunPublic",
     "CampaignState",
-    "CampaignSummaryRow",
 ]
 
 
@@ -91,42 +91,8 @@ class CampaignRunPublic(CampaignRunBase):
     out_dir: str | None = Field(default=None, description="the runner's folder on the server")
 
 
-class CampaignCheck(BaseModel):
-    target: str = Field(description="e.g. '>= 0.95'")
-    met: bool
-
-
-class CampaignSummaryRow(BaseModel):
-    scenario: str
-    tool: str
-    streams: int
-    repetitions: int
-    errors: int
-    goodput_bps: float | None
-    of_bottleneck: float | None = Field(description="goodput / the aggregate bottleneck")
-    of_iperf3: float | None = Field(description="goodput / the paired iperf3 baseline's")
-    baseline: str | None
-    jain: float | None
-    failover_lost_s: float | None
-    back_after_s: float | None
-    cpu_s_per_gb: float | None
-    idle: float | None = Field(default=None, description="share of the streams' time idle")
-    rwnd_limited: float | None = Field(
-        default=None, description="share of the streams' time stalled on the receive window"
-    )
-    sndbuf_limited: float | None = Field(
-        default=None, description="share of the streams' time stalled on the send buffer"
-    )
-    checks: dict[str, CampaignCheck]
-    of_peers: float | None = Field(
-        default=None,
-        description="reservoir: goodput / the best gridftp or xrdcp scenario's, same streams",
-    )
-    peer: str | None = Field(default=None, description="that gridftp or xrdcp scenario")
-
-
 class CampaignRunDetail(CampaignRunPublic):
-    summary: list[CampaignSummaryRow] = Field(default_factory=list)
+    summary: list[SummaryRow] = Field(default_factory=list)
     runs_recorded: int = Field(default=0, description="runs in the results")
     runs_failed: int = Field(default=0, description="of them, runs with an error")
     topology: str | None = Field(default=None, description="lab, loopback or real")
