@@ -19,7 +19,7 @@ iperf3 scenario with the same streams, pacing (and rate), cc and loss, memory to
 memory over the same paths, in the same run (design section 6). Every reservoir (and
 gridftp, xrdcp) scenario of the matrix, and of the quick subset, must have one in the
 same set. Reservoir is also compared with the best of gridftp and xrdcp with the same
-streams in the same run, where the matrix has them (_results.py).
+streams in the same run, where the matrix has them (results.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ disk from the source's namespace into servers in the destination's, timed and ch
 by lab/peer_copy.py (``sync`` first, the clock to the destination fsynced, the
 destination hashed against the source).
 
-The streams are dealt to the paths as iperf3's are (``_iperf3_run.legs``): one server
+The streams are dealt to the paths as iperf3's are (``iperf3_run.legs``): one server
 per path, bound to the destination's address on it, and one client per path with that
 path's share of the streams. With one path the client sends the source file itself;
 with several, each sends its part of the source (a byte range in proportion to its

@@ -10,7 +10,7 @@ PLAIN_EVERY_S otherwise, and one line per finished run).
 
 ``state`` is running, completed, failed (a run failed, or the campaign could not
 start) or cancelled; ``repetition`` counts from 1. The ETA is the time model of
-_estimate.py for the runs left, scaled by how the finished runs compared with it.
+campaigns/_estimate.py for the runs left, scaled by how the finished runs compared with it.
 """
 
 from __future__ import annotations

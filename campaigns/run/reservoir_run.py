@@ -40,8 +40,8 @@ LOOPBACK_MSS = 65483  # lo's MTU 65536 less IPv4 and TCP headers with timestamps
 
 
 class Site(Protocol):
-    """Where a transfer runs: a lab's site (``_site.py``) or a registered network
-    (``_remote.py``)."""
+    """Where a transfer runs: a lab's site (``run/site.py``) or a registered network
+    (``remote.py``)."""
 
     size: int
     body: Json

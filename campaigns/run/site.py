@@ -74,7 +74,7 @@ class PathEnds:
 
 
 class Paths(Protocol):
-    """Where runs go: a lab's :class:`Place`, or a registered network (``_remote.py``)."""
+    """Where runs go: a lab's :class:`Place`, or a registered network (``remote.py``)."""
 
     @property
     def paths(self) -> list[PathEnds]: ...

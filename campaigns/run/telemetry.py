@@ -1,4 +1,4 @@
-"""From what the tools report to the records of a run (_results.py).
+"""From what the tools report to the records of a run (results.py).
 
 - The coordinator's per-stream samples (``GET /transfers/{id}/streams``: Unix ``time``,
   ``bits_per_second`` over the interval ending then, ``snd_cwnd``, ``rtt``, ``cap``)

@@ -84,7 +84,7 @@ size = {size}
 
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    """The lab, its agents and coordinator, everything registered (``_site.py``)."""
+    """The lab, its agents and coordinator, everything registered (``run/site.py``)."""
     need_lab()
     work = tmp_path_factory.mktemp("real")
     (work / "lab.toml").write_text(LAB)
