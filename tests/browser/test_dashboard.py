@@ -161,6 +161,34 @@ def test_the_charts_receive_the_points_of_every_stream(
     screenshot(page, "transfer-live")
 
 
+def test_the_events_and_verification_panels_follow_the_api(
+    signed_in: Page, lab: DashboardLab, live_transfer: str
+) -> None:
+    page = signed_in
+    page.goto(f"{lab.base}/#/transfers/{live_transfer}")
+    events = lab.call("GET", f"/transfers/{live_transfer}/events").json()
+    assert events, "a running transfer has events"
+    box = page.locator("#events")
+    page.wait_for_function(
+        f"() => +(document.querySelector('#events').dataset.count || 0) >= {len(events)}",
+        timeout=15_000,
+    )
+    kinds = {e["kind"] for e in events}
+    offered = set(page.locator("#event-filter option").evaluate_all("os => os.map(o => o.value)"))
+    assert kinds <= offered and "" in offered
+    kind = sorted(kinds)[0]
+    page.select_option("#event-filter", kind)
+    rows = box.locator("tr[data-kind]")
+    expect(rows.first).to_be_visible()
+    assert {r.get_attribute("data-kind") for r in rows.all()} == {kind}
+    transfer = lab.call("GET", f"/transfers/{live_transfer}").json()
+    verification = page.locator("#verification p").first
+    if transfer["verify"]:  # running, verified at the end: the panel says it waits
+        expect(verification).to_have_attribute("data-verified", "pending", timeout=10_000)
+    else:
+        expect(verification).to_contain_text("not requested")
+
+
 FRAMES = """() => new Promise((done) => {
   let frames = 0;
   const start = performance.now();

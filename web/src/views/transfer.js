@@ -4,9 +4,9 @@
 //
 // Data: GET /transfers/{id} (legs, every 3 s until final), /links and /agents (names,
 // capacities), /transfers/{id}/streams (the history at opening), the live feed
-// /transfers/{id}/live (server-sent events: transfer, event, samples), and
-// /transfers/{id}/pacing (every 2 s while the transfer runs) for the NICs' pacing rates
-// its source agents report. Samples go into
+// /transfers/{id}/live (server-sent events: transfer, event, samples); the panels of
+// transfer/ fetch their own (pacing.js) or render what the page gives them (events.js,
+// verification.js). Samples go into
 // ring buffers (telemetry.js: the last 10 minutes); charts redraw at most once per
 // animation frame, and tables at most once a second.
 
@@ -16,30 +16,19 @@ import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 import { Frame, TelemetryStore } from '../telemetry.js';
 import { progressBar, stateBadge } from './transfers.js';
+import { EventsPanel, markKind } from './transfer/events.js';
+import { PacingPanel } from './transfer/pacing.js';
+import { renderVerification } from './transfer/verification.js';
 
 const FINAL = new Set(['completed', 'cancelled']);
 const WINDOW_SECONDS = 600;
 const MAX_EVENTS = 5000;
-const EVENT_ROWS = 300;
 const RECONNECT_MS = 2000;
 const HISTORY_PAGE = 10000; // the API's largest limit
 const HISTORY_PAGES = 12; // 120000 samples: the whole window at 64 streams and 2 Hz
-const PACING_MS = 2000;
-const PACING_POINTS = 600; // 20 minutes of looks every 2 s
-
-/** @typedef {{agent: string, nic: string, rate_bytes_per_second: number, updated_at: string}} NicRate */
-
-/** `agent:nic`, how the pacing table and chart name a NIC. @param {NicRate} r */
-const nicName = (r) => `${r.agent}:${r.nic}`;
 
 /** Axis labels of rates: "750M", "1G" (the panel says bit/s). @param {number} v */
 const rateAxis = (v) => fmt.rateShort(v);
-
-/** @param {string} kind */
-function markKind(kind) {
-  if (kind === 'equalizer') return 'equalizer';
-  return kind.includes('path') ? 'path' : 'other';
-}
 
 /** @param {HTMLElement} main @param {string} id */
 export function transferView(main, id) {
@@ -72,14 +61,9 @@ export function transferView(main, id) {
   const capBox = h('div', { id: 'chart-cap', class: 'chart' });
   const streamTable = h('div', { id: 'stream-table', class: 'scroll' });
   const pathsBox = h('div', { id: 'paths' });
-  const eventsBox = h('div', { id: 'events', class: 'scroll' });
-  const eventFilter = h('select', { id: 'event-filter' }, h('option', { value: '' }, 'all kinds'));
+  const eventsPanel = new EventsPanel(events);
   const verifyBox = h('div', { id: 'verification' });
-  const pacingBox = h('div', { id: 'pacing', dataset: { available: 'unknown' } }, 'Reading the pacing rates…');
-  const pacingChartBox = h('div', { id: 'chart-pacing', class: 'chart' });
-  /** @type {{x: number[], nics: Map<string, (number | null)[]>, last: NicRate[]}} */
-  const pacing = { x: [], nics: new Map(), last: [] };
-  /** @type {ReturnType<typeof setTimeout> | undefined} */ let pacingTimer;
+  const pacingPanel = new PacingPanel(id, () => transfer, abort.signal);
   const legend = h(
     'p',
     { class: 'hint' },
@@ -100,11 +84,10 @@ export function transferView(main, id) {
     h('div', { class: 'two' }, panel('cwnd per stream', cwndBox), panel('RTT per stream', rttBox)),
     panel('cwnd caps set by the equalizer (segments)', h('p', { class: 'hint' }, 'The cap in force per stream (segments), from the samples; each cap change is an equalizer event (orange ticks).'), capBox),
     panel('Streams', streamTable),
-    h('div', { class: 'two' }, panel('Paths', pathsBox), panel('Per-NIC pacing', pacingBox, pacingChartBox)),
-    panel('Events', h('label', null, 'Show ', eventFilter), eventsBox),
+    h('div', { class: 'two' }, panel('Paths', pathsBox), panel('Per-NIC pacing', pacingPanel.box, pacingPanel.chartBox)),
+    panel('Events', h('label', null, 'Show ', eventsPanel.filter), eventsPanel.box),
     panel('Verification', verifyBox),
   );
-  eventFilter.addEventListener('change', () => renderEvents());
 
   const charts = {
     bps: new TimeChart(streamsBox, { title: 'throughput', unit: fmt.rate, axis: rateAxis, marks: () => marks, height: 280 }),
@@ -112,7 +95,6 @@ export function transferView(main, id) {
     cwnd: new TimeChart(cwndBox, { title: 'cwnd', unit: fmt.bytes, marks: () => marks }),
     rtt: new TimeChart(rttBox, { title: 'rtt', unit: (v) => `${+v.toFixed(1)} ms`, marks: () => marks }),
     heat: new Heatmap(heatBox, { unit: fmt.rate }),
-    pacing: new TimeChart(pacingChartBox, { title: 'pacing', unit: fmt.rate, axis: rateAxis, marks: () => [], height: 160 }),
     cap: new TimeChart(capBox, { title: 'cap', unit: (v) => `${+v.toFixed(0)} seg`, axis: (v) => `${+v.toFixed(0)}`, marks: () => marks }),
   };
 
@@ -166,7 +148,7 @@ export function transferView(main, id) {
       tablesAt = now;
       renderStreams();
       renderPaths();
-      renderEvents();
+      eventsPanel.render();
     } else if (tableTimer === undefined) {
       tableTimer = setTimeout(() => {
         tableTimer = undefined;
@@ -207,13 +189,16 @@ export function transferView(main, id) {
     return sum;
   }
 
+  /** @param {string} a */
+  const agentName = (a) => agents.get(a)?.name ?? fmt.shortId(a);
+
   // ---------------------------------------------------------------- data in
   /** @param {any} t */
   function setTransfer(t) {
     const legs = transfer?.legs;
     transfer = { ...transfer, ...t, legs: t.legs ?? legs ?? [] };
     renderHead();
-    renderVerification();
+    renderVerification(verifyBox, transfer, agentName);
   }
 
   /** @param {any} e */
@@ -229,9 +214,7 @@ export function transferView(main, id) {
       if (marks.length > 4 * MAX_EVENTS && newest !== null) marks = marks.filter((m) => m.t > newest - WINDOW_SECONDS);
       marksChanged = true;
     }
-    if (![...eventFilter.querySelectorAll('option')].some((o) => /** @type {HTMLOptionElement} */ (o).value === e.kind)) {
-      eventFilter.append(h('option', { value: e.kind }, e.kind));
-    }
+    eventsPanel.offer(e.kind);
   }
 
   async function live() {
@@ -335,72 +318,9 @@ export function transferView(main, id) {
     }
     pollTimer = setTimeout(pollTransfer, 3000);
     live();
-    pollPacing();
+    pacingPanel.start();
   }
 
-  async function pollPacing() {
-    try {
-      const rows = /** @type {NicRate[]} */ (await api(`/transfers/${encodeURIComponent(id)}/pacing`, { signal: abort.signal }));
-      if (stopped) return;
-      recordPacing(rows);
-      renderPacing(null);
-    } catch (e) {
-      if (stopped || e instanceof Unauthorized) return;
-      renderPacing(e);
-    }
-    if (!stopped && !(transfer && FINAL.has(transfer.state))) pacingTimer = setTimeout(pollPacing, PACING_MS);
-    else renderPacing(null);
-  }
-
-  /** @param {NicRate[]} rows */
-  function recordPacing(rows) {
-    if (!rows.length) return;
-    pacing.last = rows;
-    const at = pacing.x.length;
-    pacing.x.push(Date.now() / 1000);
-    for (const r of rows) {
-      const key = nicName(r);
-      if (!pacing.nics.has(key)) pacing.nics.set(key, new Array(at).fill(null));
-    }
-    for (const [key, ys] of pacing.nics) {
-      const row = rows.find((r) => nicName(r) === key);
-      ys.push(row ? row.rate_bytes_per_second * 8 : null);
-    }
-    if (pacing.x.length > PACING_POINTS) {
-      pacing.x.shift();
-      for (const ys of pacing.nics.values()) ys.shift();
-    }
-  }
-
-  /** @param {unknown} error */
-  function renderPacing(error) {
-    const policy = transfer?.pacing?.policy ?? '?';
-    const final = transfer && FINAL.has(transfer.state);
-    if (error) {
-      pacingBox.dataset.available = 'error';
-      fill(pacingBox, h('p', { class: 'error' }, `Could not read the pacing rates: ${error}`));
-      return;
-    }
-    if (!pacing.last.length) {
-      pacingBox.dataset.available = 'none';
-      fill(
-        pacingBox,
-        h('p', null, final ? 'No per-NIC pacing rates were reported while this page watched the transfer.' : `No per-NIC pacing rate reported for this transfer (pacing policy: ${policy}).`),
-        h('p', { class: 'hint' }, 'The rates the source agents report applying to their NICs (GET /transfers/{id}/pacing). Nothing is shown rather than a guess.'),
-      );
-      return;
-    }
-    pacingBox.dataset.available = 'true';
-    fill(
-      pacingBox,
-      table(['NIC', 'Pacing rate', 'Bytes/s'], pacing.last.map((r) => h('tr', { dataset: { nic: nicName(r) } }, h('td', null, nicName(r)), h('td', { class: 'num' }, fmt.rate(r.rate_bytes_per_second * 8)), h('td', { class: 'num' }, `${fmt.bytes(r.rate_bytes_per_second)}/s`))), { class: 'compact' }),
-      h('p', { class: 'hint' }, final ? 'The transfer ended: the last rates its agents reported, and their history while this page was open.' : `Every ${PACING_MS / 1000} s, as the source agents report them (policy ${policy}).`),
-    );
-    const keys = [...pacing.nics.keys()];
-    charts.pacing.draw(keys.map((k, i) => ({ label: k, stroke: streamColor(i), width: 1.5 })), [pacing.x, ...keys.map((k) => /** @type {(number | null)[]} */ (pacing.nics.get(k)))]);
-  }
-
-  // ---------------------------------------------------------------- rendering
   function renderHead() {
     const t = transfer;
     const bps = t.state === 'running' ? meter.update(t.done_bytes) : null;
@@ -525,77 +445,9 @@ export function transferView(main, id) {
     );
   }
 
-  let eventsShown = '';
-
-  function renderEvents() {
-    const kind = /** @type {HTMLSelectElement} */ (eventFilter).value;
-    const shownKey = `${events.length}:${events[events.length - 1]?.id}:${kind}`;
-    if (shownKey === eventsShown) return; // nothing new: no DOM work
-    eventsShown = shownKey;
-    const shown = [];
-    for (let i = events.length - 1; i >= 0 && shown.length < EVENT_ROWS; i--) {
-      if (!kind || events[i].kind === kind) shown.push(events[i]);
-    }
-    const counts = new Map();
-    for (const e of events) counts.set(e.kind, (counts.get(e.kind) ?? 0) + 1);
-    const summary = [...counts.entries()].map(([k, n]) => `${k}: ${n}`).join(' · ');
-    eventsBox.dataset.count = String(events.length);
-    fill(
-      eventsBox,
-      h('p', { class: 'hint' }, events.length ? `${events.length} events (${summary}), newest first${shown.length === EVENT_ROWS ? `, the last ${EVENT_ROWS} shown` : ''}` : 'No events yet.'),
-      shown.length
-        ? table(
-            ['Time', 'Kind', 'State', 'Detail'],
-            shown.map((e) =>
-              h('tr', { dataset: { kind: e.kind } }, h('td', { class: 'nowrap' }, fmt.when(e.at)), h('td', null, h('span', { class: `kind kind-${markKind(e.kind)}` }, e.kind)), h('td', { class: 'nowrap' }, e.from_state || e.to_state ? `${e.from_state ?? '·'} → ${e.to_state ?? '·'}` : ''), h('td', null, e.detail)),
-            ),
-            { class: 'compact events' },
-          )
-        : null,
-    );
-  }
-
-  function renderVerification() {
-    const t = transfer;
-    const legs = t.legs ?? [];
-    const done = legs.filter((/** @type {any} */ l) => l.summary);
-    if (!t.verify && !done.length) {
-      fill(verifyBox, h('p', { class: 'hint' }, 'Verification was not requested for this transfer.'));
-      return;
-    }
-    if (!done.length) {
-      fill(verifyBox, h('p', { class: 'hint', dataset: { verified: 'pending' } }, t.state === 'completed' ? 'Completed; the legs carry no summary.' : 'The result shows here once the legs are completed.'));
-      return;
-    }
-    const name = (/** @type {string} */ a) => agents.get(a)?.name ?? fmt.shortId(a);
-    const rows = legs.map((/** @type {any} */ l) => {
-      const s = l.summary ?? {};
-      const verified = s.verified === true ? 'verified' : s.verified === false ? 'NOT verified' : l.summary ? 'not checked' : 'pending';
-      const elapsed = Number(s.elapsed) || 0;
-      const copied = Number(s.copied_bytes ?? l.bytes) || 0;
-      return h(
-        'tr',
-        { dataset: { leg: l.index, verified: String(s.verified ?? '') } },
-        h('td', null, l.index),
-        h('td', null, `${name(l.source_agent)}:${l.source_volume} → ${name(l.dest_agent)}:${l.dest_volume}`),
-        h('td', null, stateBadge(l.state)),
-        h('td', null, h('span', { class: `badge verify-${s.verified === true ? 'ok' : s.verified === false ? 'bad' : 'none'}` }, verified), s.verification ? h('div', { class: 'hint', dataset: { verification: s.verified_by ?? '' } }, s.verification) : s.verified_by ? ` (${s.verified_by})` : ''),
-        h('td', { class: 'num' }, fmt.bytes(copied)),
-        h('td', { class: 'num' }, elapsed ? fmt.duration(elapsed) : '–'),
-        h('td', { class: 'num' }, elapsed ? fmt.rate((copied * 8) / elapsed) : '–'),
-        h('td', null, h('details', null, h('summary', null, 'summary'), h('pre', null, JSON.stringify(l.summary ?? null, null, 2)))),
-      );
-    });
-    const all = legs.length > 0 && legs.every((/** @type {any} */ l) => l.summary?.verified === true);
-    fill(
-      verifyBox,
-      h('p', { class: all ? 'ok' : 'hint', dataset: { verified: all ? 'all' : 'partial' } }, all ? `All ${legs.length} legs verified.` : `${done.length} of ${legs.length} legs have a result.`),
-      table(['Leg', 'Agents and volumes', 'State', 'Verification', 'Copied', 'Time', 'Rate', ''], rows, { class: 'compact' }),
-    );
-  }
-
   const onResize = () => {
     Object.values(charts).forEach((c) => c.resize());
+    pacingPanel.resize();
     drawnVersion = -1; // the heatmap redraws at its new width
     schedule();
   };
@@ -607,7 +459,7 @@ export function transferView(main, id) {
     abort.abort();
     clearTimeout(pollTimer);
     clearTimeout(tableTimer);
-    clearTimeout(pacingTimer);
+    pacingPanel.stop();
     window.removeEventListener('resize', onResize);
     Object.values(charts).forEach((c) => c.destroy());
   }
