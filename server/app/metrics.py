@@ -34,8 +34,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from reservoir.server.app.tables import Agent, NicPacingRate, StreamSample, Transfer
-from reservoir.server.domain.telemetry import FINAL, latest_per_stream
+from reservoir.server.app.tables import StreamSample, Transfer
+from reservoir.server.domain.telemetry import FINAL, latest_per_stream, nic_pacing
 
 __all__ = ["CONTENT_TYPE", "STALE_SECONDS", "families", "render"]
 
@@ -124,12 +124,7 @@ def families(session: Session) -> list[Metric]:
         state.add_metric([t.id, t.state], 1)
         rate.add_metric([t.id], rates.get(t.id, 0.0) if t.state == "running" else 0.0)
     out: list[Metric] = [total, done, state, rate, *_stream_families(samples)]
-    pacing = session.execute(
-        select(NicPacingRate, Agent.name)
-        .join(Agent, Agent.id == NicPacingRate.agent_id)
-        .where(NicPacingRate.transfer_id.in_(live))
-        .order_by(NicPacingRate.id)
-    ).all()
+    pacing = nic_pacing(session, live)
     if pacing:
         nic = _gauge(
             "reservoir_nic_pacing_rate_bytes_per_second",

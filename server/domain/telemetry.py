@@ -276,13 +276,14 @@ def record_nic_rates(
             current.rate, current.updated_at = rate, utcnow()
 
 
-def nic_pacing(session: Session, transfer_id: str) -> list[tuple[NicPacingRate, str]]:
-    """The NIC pacing rates of ``transfer_id`` with their agent's name, by agent and NIC."""
+def nic_pacing(session: Session, transfer_ids: Sequence[str]) -> list[tuple[NicPacingRate, str]]:
+    """The NIC pacing rates of ``transfer_ids`` with their agent's name, by transfer,
+    agent and NIC (the API's ``/pacing`` and the metrics read them here)."""
     rows = session.execute(
         select(NicPacingRate, Agent.name)
         .join(Agent, Agent.id == NicPacingRate.agent_id)
-        .where(NicPacingRate.transfer_id == transfer_id)
-        .order_by(Agent.name, NicPacingRate.nic)
+        .where(NicPacingRate.transfer_id.in_(transfer_ids))
+        .order_by(NicPacingRate.transfer_id, Agent.name, NicPacingRate.nic)
     ).all()
     return [(rate, name) for rate, name in rows]
 

@@ -65,7 +65,7 @@ def transfer_pacing(transfer_id: TransferId, session: SessionDep) -> list[NicPac
         NicPacingPublic(
             agent=name, nic=rate.nic, rate_bytes_per_second=rate.rate, updated_at=rate.updated_at
         )
-        for rate, name in telemetry.nic_pacing(session, transfer_id)
+        for rate, name in telemetry.nic_pacing(session, [transfer_id])
     ]
 
 
