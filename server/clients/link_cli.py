@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reservoir.server.clients.transfer_cli import (
@@ -25,10 +23,11 @@ from reservoir.server.clients.transfer_cli import (
     ENV_SERVER,
     ENV_TOKEN,
     UsageError,
-    connection,
     format_table,
     human_time,
     resolve,
+    run_action,
+    write_lines,
 )
 
 if TYPE_CHECKING:  # imported on use: other ``reservoir`` commands must not pay for httpx
@@ -173,16 +172,11 @@ def _dump(out: TextIO, data: object) -> None:
     out.write(json.dumps(data, indent=2) + "\n")
 
 
-def _write(out: TextIO, lines: Iterable[str]) -> None:
-    for line in lines:
-        out.write(line + "\n")
-
-
 def _show_one(link: LinkPublic, args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         _dump(out, link.model_dump(mode="json"))
     else:
-        _write(out, format_link(link))
+        write_lines(out, format_link(link))
 
 
 def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -190,7 +184,7 @@ def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> i
     if args.json:
         _dump(out, [link.model_dump(mode="json") for link in links])
     else:
-        _write(out, format_list(links))
+        write_lines(out, format_list(links))
     return 0
 
 
@@ -250,25 +244,4 @@ ACTIONS: dict[str, Callable[[CoordinatorClient, argparse.Namespace, TextIO], int
 
 
 def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    # Lazy: httpx and the client (0.17 s) load for this command only.
-    from reservoir.server.clients.client import ApiError, ClientError, CoordinatorClient  # noqa: PLC0415
-
-    out = out or sys.stdout
-    err = err or sys.stderr
-    if getattr(args, "verbose", 0) < 1:  # httpx logs every request at INFO
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-    args.json = getattr(args, "json", False)
-    prog = f"{PROG} {args.action}"
-    server, token = connection(args)
-    try:
-        with CoordinatorClient(server, token) as client:
-            return ACTIONS[args.action](client, args, out)
-    except UsageError as exc:
-        _write(err, [f"{prog}: invalid arguments", *str(exc).splitlines()])
-        return 2
-    except ApiError as exc:
-        _write(err, [f"{prog}: {exc.lines()[0]}", *exc.lines()[1:]])
-        return 1
-    except ClientError as exc:
-        err.write(f"{prog}: {exc}\n")
-        return 1
+    return run_action(PROG, ACTIONS, args, out, err)

@@ -478,7 +478,8 @@ def _dump(out: TextIO, data: object) -> None:
     out.write(json.dumps(data, indent=2) + "\n")
 
 
-def _write(out: TextIO, lines: Iterable[str]) -> None:
+def write_lines(out: TextIO, lines: Iterable[str]) -> None:
+    """Each line, ended by a newline."""
     for line in lines:
         out.write(line + "\n")
 
@@ -531,7 +532,7 @@ def _start(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
     else:
         agents = {m.agent_id: m.agent_name for s in sets for m in s.members}
         link_names = {link.id: link.name for link in links}
-        _write(
+        write_lines(
             out,
             [
                 f"transfer {t.id} {t.state.value}: {len(t.legs)} legs, "
@@ -550,7 +551,7 @@ def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> i
     if args.json:
         _dump(out, [t.model_dump(mode="json") for t in transfers])
     else:
-        _write(out, format_list(transfers))
+        write_lines(out, format_list(transfers))
     return 0
 
 
@@ -566,7 +567,7 @@ def _status(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) ->
             },
         )
     else:
-        _write(out, format_status(t, *_names(client), events))
+        write_lines(out, format_status(t, *_names(client), events))
     return 0
 
 
@@ -602,6 +603,22 @@ def connection(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    return run_action(PROG, ACTIONS, args, out, err)
+
+
+Action = Callable[["CoordinatorClient", argparse.Namespace, TextIO], int]
+
+
+def run_action(
+    prog_name: str,
+    actions: dict[str, Action],
+    args: argparse.Namespace,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Runs ``args.action`` of a coordinator command (``reservoir transfer``, ``link``)
+    with a client: 0 or the action's status; 2 for a usage error, 1 for the API's
+    refusal or an unreachable coordinator, each said on ``err`` in the API's words."""
     # Lazy: httpx and the client (0.17 s) load for this command only.
     from reservoir.server.clients.client import ApiError, ClientError, CoordinatorClient  # noqa: PLC0415
 
@@ -610,16 +627,16 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     if getattr(args, "verbose", 0) < 1:  # httpx logs every request at INFO
         logging.getLogger("httpx").setLevel(logging.WARNING)
     args.json = getattr(args, "json", False)
-    prog = f"{PROG} {args.action}"
+    prog = f"{prog_name} {args.action}"
     server, token = connection(args)
     try:
         with CoordinatorClient(server, token) as client:
-            return ACTIONS[args.action](client, args, out)
+            return actions[args.action](client, args, out)
     except UsageError as exc:
-        _write(err, [f"{prog}: invalid arguments", *str(exc).splitlines()])
+        write_lines(err, [f"{prog}: invalid arguments", *str(exc).splitlines()])
         return 2
     except ApiError as exc:
-        _write(err, [f"{prog}: {exc.lines()[0]}", *exc.lines()[1:]])
+        write_lines(err, [f"{prog}: {exc.lines()[0]}", *exc.lines()[1:]])
         return 1
     except ClientError as exc:
         err.write(f"{prog}: {exc}\n")

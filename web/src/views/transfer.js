@@ -15,12 +15,11 @@ import { Heatmap, streamColor, TimeChart } from '../charts.js';
 import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 import { Frame, TelemetryStore } from '../telemetry.js';
-import { progressBar, stateBadge } from './transfers.js';
+import { FINAL, progressBar, stateBadge } from './transfers.js';
 import { EventsPanel, markKind } from './transfer/events.js';
 import { PacingPanel } from './transfer/pacing.js';
 import { renderVerification } from './transfer/verification.js';
 
-const FINAL = new Set(['completed', 'cancelled']);
 const WINDOW_SECONDS = 600;
 const MAX_EVENTS = 5000;
 const RECONNECT_MS = 2000;

@@ -92,6 +92,9 @@ function renderList(transfers, meters, setNames) {
   });
 }
 
+/** The states a transfer does not leave. */
+export const FINAL = new Set(['completed', 'cancelled']);
+
 /** @param {string} state */
 export function stateBadge(state) {
   return h('span', { class: `badge state-${state}`, dataset: { state } }, state);

@@ -6,8 +6,8 @@ import { api, Unauthorized } from '../../api.js';
 import { streamColor, TimeChart } from '../../charts.js';
 import { fill, h, table } from '../../dom.js';
 import * as fmt from '../../format.js';
+import { FINAL } from '../transfers.js';
 
-const FINAL = new Set(['completed', 'cancelled']);
 const PACING_MS = 2000;
 const PACING_POINTS = 600; // 20 minutes of looks every 2 s
 
