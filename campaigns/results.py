@@ -2,8 +2,11 @@
 
 A :class:`CampaignRun` is what one execution of a campaign produced: the machine and
 topology it ran on and one :class:`Run` per (scenario, repetition), with aggregate
-intervals, per-stream samples, events and the run's figures. ``to_json()`` gives plain
-JSON data (every key always present); ``from_json()`` validates it and raises
+intervals, per-stream samples, events and the run's figures. The records are the one
+schema of a results file: the runner writes them, the coordinator validates uploads
+and documents its API with them (``CampaignRun`` in its OpenAPI), the report reads
+them. ``to_json()`` gives plain JSON data (every key always present); ``from_json()``
+validates it (pydantic, from the records' annotations) and raises
 :class:`ResultsError` naming the field (``runs[2].streams[0].samples[5].bps: ...``).
 ``from_json(to_json(x)) == x`` exactly.
 
@@ -19,14 +22,15 @@ them as the plain-text table ``make bench`` shows.
 from __future__ import annotations
 
 import json
-import math
+import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast, get_args
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, Strict, StrictBool, StrictStr, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from reservoir.common.fairness import jain
 from reservoir.common.store import write_atomic
@@ -55,7 +59,7 @@ __all__ = [
     "window_means",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION: Final = 1
 
 TopologyKind = Literal["lab", "loopback", "real"]
 Tool = Literal["iperf3", "reservoir", "gridftp", "xrdcp"]
@@ -70,243 +74,78 @@ class ResultsError(ValueError):
     """Campaign results that do not match the schema; the message names the field."""
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- schema
+#
+# The records below are the schema: each field's type and bounds are declared once, in
+# its annotation, and pydantic validates JSON data against them (``_ADAPTER``). Numbers
+# and strings are strict (no "3" for 3, no true for 1); unknown fields are refused.
 
+_RECORD = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-class _Obj:
-    """Typed access to one JSON object, with the path of each field for errors."""
-
-    def __init__(self, data: Any, where: str, keys: Iterable[str]) -> None:
-        self.where = where
-        if not isinstance(data, dict):
-            raise ResultsError(f"{where or 'results'}: expected an object, got {_kind(data)}")
-        unknown = sorted(set(data) - set(keys))
-        if unknown:
-            raise ResultsError(f"{self.at(unknown[0])}: unknown field")
-        self.data: dict[str, Any] = data
-
-    def at(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def fail(self, key: str, msg: str) -> ResultsError:
-        return ResultsError(f"{self.at(key)}: {msg}")
-
-    def raw(self, key: str, *, optional: bool = False) -> Any:
-        if key not in self.data:
-            if optional:
-                return None
-            raise self.fail(key, "missing")
-        value = self.data[key]
-        if value is None and not optional:
-            raise self.fail(key, "must not be null")
-        return value
-
-    def text(self, key: str, choices: tuple[str, ...] | None = None) -> str:
-        value = self.raw(key)
-        return self._str(key, value, choices)
-
-    def opt_text(self, key: str) -> str | None:
-        value = self.raw(key, optional=True)
-        return None if value is None else self._str(key, value, None)
-
-    def opt_choice(self, key: str, choices: tuple[str, ...]) -> str | None:
-        value = self.raw(key, optional=True)
-        return None if value is None else self._str(key, value, choices)
-
-    def _str(self, key: str, value: Any, choices: tuple[str, ...] | None) -> str:
-        if not isinstance(value, str):
-            raise self.fail(key, f"expected a string, got {_kind(value)}")
-        if choices is not None and value not in choices:
-            raise self.fail(key, f"{value!r} is not one of {', '.join(choices)}")
-        return value
-
-    def integer(self, key: str, minimum: int | None = 0) -> int:
-        return self._int(key, self.raw(key), minimum)
-
-    def opt_integer(self, key: str, minimum: int | None = 0) -> int | None:
-        value = self.raw(key, optional=True)
-        return None if value is None else self._int(key, value, minimum)
-
-    def _int(self, key: str, value: Any, minimum: int | None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"expected an integer, got {_kind(value)}")
-        if minimum is not None and value < minimum:
-            raise self.fail(key, f"must be >= {minimum}, got {value}")
-        return value
-
-    def num(self, key: str, lo: float | None = 0.0, hi: float | None = None) -> float:
-        return self._num(key, self.raw(key), lo, hi)
-
-    def opt_num(self, key: str, lo: float | None = 0.0, hi: float | None = None) -> float | None:
-        value = self.raw(key, optional=True)
-        return None if value is None else self._num(key, value, lo, hi)
-
-    def _num(self, key: str, value: Any, lo: float | None, hi: float | None) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(key, f"expected a number, got {_kind(value)}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise self.fail(key, f"must be finite, got {number}")
-        if lo is not None and number < lo:
-            raise self.fail(key, f"must be >= {lo:g}, got {number:g}")
-        if hi is not None and number > hi:
-            raise self.fail(key, f"must be <= {hi:g}, got {number:g}")
-        return number
-
-    def opt_bool(self, key: str) -> bool | None:
-        value = self.raw(key, optional=True)
-        if value is None or isinstance(value, bool):
-            return value
-        raise self.fail(key, f"expected true, false or null, got {_kind(value)}")
-
-    def items(self, key: str) -> list[tuple[str, Any]]:
-        """The items of a list field with their paths (``key[i]``)."""
-        value = self.raw(key)
-        if not isinstance(value, list):
-            raise self.fail(key, f"expected a list, got {_kind(value)}")
-        return [(f"{self.at(key)}[{i}]", item) for i, item in enumerate(value)]
-
-    def texts(self, key: str) -> list[str]:
-        out = []
-        for where, item in self.items(key):
-            if not isinstance(item, str):
-                raise ResultsError(f"{where}: expected a string, got {_kind(item)}")
-            out.append(item)
-        return out
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-def _names(tp: Any) -> tuple[str, ...]:
-    return cast("tuple[str, ...]", get_args(tp))
-
-
-# --------------------------------------------------------------------------- records
+Count = Annotated[int, Strict(), Field(ge=0)]
+AtLeastOne = Annotated[int, Strict(), Field(ge=1)]
+NonNegative = Annotated[float, Strict(), Field(ge=0)]
+Fraction = Annotated[float, Strict(), Field(ge=0, le=1)]
+Text = StrictStr
 
 
 @dataclass(slots=True)
 class Machine:
-    cores: int
-    kernel: str
-    cc_available: list[str]
+    __pydantic_config__ = _RECORD
 
-    def to_json(self) -> dict[str, Any]:
-        return {"cores": self.cores, "kernel": self.kernel, "cc_available": list(self.cc_available)}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "machine") -> Machine:
-        o = _Obj(data, where, ("cores", "kernel", "cc_available"))
-        return cls(o.integer("cores", 1), o.text("kernel"), o.texts("cc_available"))
+    cores: AtLeastOne
+    kernel: Text
+    cc_available: list[Text]
 
 
 @dataclass(slots=True)
 class PathInfo:
     """One network path (link) of the topology."""
 
-    name: str
-    rate_bps: float
-    rtt_ms: float
-    loss: float  # fraction of packets, 0..1
+    __pydantic_config__ = _RECORD
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "rate_bps": self.rate_bps,
-            "rtt_ms": self.rtt_ms,
-            "loss": self.loss,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> PathInfo:
-        o = _Obj(data, where, ("name", "rate_bps", "rtt_ms", "loss"))
-        return cls(o.text("name"), o.num("rate_bps"), o.num("rtt_ms"), o.num("loss", 0.0, 1.0))
+    name: Text
+    rate_bps: NonNegative
+    rtt_ms: NonNegative
+    loss: Annotated[Fraction, Field(description="fraction of packets")]
 
 
 @dataclass(slots=True)
 class Topology:
+    __pydantic_config__ = _RECORD
+
     kind: TopologyKind
-    spec: str | None  # the lab spec file, if any
-    bottleneck_bps: float | None  # the aggregate bottleneck; None on loopback
+    spec: Annotated[Text | None, Field(description="the lab spec file, if any")]
+    bottleneck_bps: Annotated[
+        Annotated[float, Strict(), Field(gt=0)] | None,
+        Field(description="the aggregate bottleneck; null on loopback"),
+    ]
     paths: list[PathInfo] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "spec": self.spec,
-            "bottleneck_bps": self.bottleneck_bps,
-            "paths": [p.to_json() for p in self.paths],
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "topology") -> Topology:
-        o = _Obj(data, where, ("kind", "spec", "bottleneck_bps", "paths"))
-        bottleneck = o.opt_num("bottleneck_bps")
-        if bottleneck == 0:
-            raise o.fail("bottleneck_bps", "must be > 0 or null")
-        return cls(
-            cast("TopologyKind", o.text("kind", _names(TopologyKind))),
-            o.opt_text("spec"),
-            bottleneck,
-            [PathInfo.from_json(item, w) for w, item in o.items("paths")],
-        )
 
 
 @dataclass(slots=True)
 class Scenario:
     """The settings one run used (the campaign's scenario after expansion)."""
 
-    name: str
+    __pydantic_config__ = _RECORD
+
+    name: Text
     tool: Tool
-    streams: int
+    streams: AtLeastOne
     pacing: Pacing = "off"
-    pacing_rate_bps: float | None = None
-    equalizer: bool | None = None  # None: not applicable (iperf3, gridftp, xrdcp)
+    pacing_rate_bps: NonNegative | None = None
+    equalizer: Annotated[
+        StrictBool | None, Field(description="null: not applicable (iperf3, gridftp, xrdcp)")
+    ] = None
     multilink: Multilink = "paths"
-    cc: str = "cubic"
-    size_bytes: int | None = None
-    duration_s: float | None = None
-    loss: float | None = None
-    verify: Verify | None = None  # None: not applicable (not reservoir), or results before it
-
-    KEYS = (
-        "name", "tool", "streams", "pacing", "pacing_rate_bps", "equalizer", "multilink", "cc",
-        "size_bytes", "duration_s", "loss", "verify",
-    )  # fmt: skip
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.KEYS}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Scenario:
-        o = _Obj(data, where, cls.KEYS)
-        return cls(
-            name=o.text("name"),
-            tool=cast("Tool", o.text("tool", _names(Tool))),
-            streams=o.integer("streams", 1),
-            pacing=cast("Pacing", o.text("pacing", _names(Pacing))),
-            pacing_rate_bps=o.opt_num("pacing_rate_bps"),
-            equalizer=o.opt_bool("equalizer"),
-            multilink=cast("Multilink", o.text("multilink", _names(Multilink))),
-            cc=o.text("cc"),
-            size_bytes=o.opt_integer("size_bytes"),
-            duration_s=o.opt_num("duration_s"),
-            loss=o.opt_num("loss", 0.0, 1.0),
-            verify=cast("Verify | None", o.opt_choice("verify", _names(Verify))),
-        )
+    cc: Text = "cubic"
+    size_bytes: Count | None = None
+    duration_s: NonNegative | None = None
+    loss: Fraction | None = None
+    verify: Annotated[
+        Verify | None,
+        Field(description="null: not applicable (not reservoir), or results from before it"),
+    ] = None
 
     @property
     def pairing_key(self) -> tuple[int, str, str, float | None]:
@@ -326,102 +165,60 @@ class Scenario:
 class Interval:
     """Aggregate goodput over the interval ending at ``t`` (about one second)."""
 
-    t: float
-    bps: float
+    __pydantic_config__ = _RECORD
 
-    def to_json(self) -> dict[str, Any]:
-        return {"t": self.t, "bps": self.bps}
+    t: NonNegative
+    bps: NonNegative
 
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Interval:
-        o = _Obj(data, where, ("t", "bps"))
-        return cls(o.num("t"), o.num("bps"))
+
+Share = Annotated[float | None, Field(description="share of the streams' time, 0..1")]
+ShareOfInterval = Annotated[Fraction | None, Field(description="share of the interval, 0..1")]
 
 
 @dataclass(slots=True)
 class Sample:
     """One stream over the interval ending at ``t``: its rate and TCP state at ``t``."""
 
-    t: float
-    bps: float
-    cwnd_bytes: int | None = None
-    rtt_us: int | None = None
-    retransmits: int | None = None  # segments retransmitted during the interval
-    cap_segments: int | None = None  # the equalizer's cwnd cap; None: uncapped
+    __pydantic_config__ = _RECORD
+
+    t: NonNegative
+    bps: NonNegative
+    cwnd_bytes: Count | None = None
+    rtt_us: Count | None = None
+    retransmits: Annotated[
+        Count | None, Field(description="segments retransmitted during the interval")
+    ] = None
+    cap_segments: Annotated[
+        AtLeastOne | None, Field(description="the equalizer's cwnd cap; null: uncapped")
+    ] = None
     # shares of the interval (reservoir's agents, from TCP_INFO): data in flight or
     # queued, counting the stalls on the receiver's window and on the send buffer
-    busy: float | None = None
-    rwnd_limited: float | None = None
-    sndbuf_limited: float | None = None
-
-    KEYS = (
-        "t",
-        "bps",
-        "cwnd_bytes",
-        "rtt_us",
-        "retransmits",
-        "cap_segments",
-        "busy",
-        "rwnd_limited",
-        "sndbuf_limited",
-    )
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.KEYS}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Sample:
-        o = _Obj(data, where, cls.KEYS)
-        return cls(
-            o.num("t"),
-            o.num("bps"),
-            o.opt_integer("cwnd_bytes"),
-            o.opt_integer("rtt_us"),
-            o.opt_integer("retransmits"),
-            o.opt_integer("cap_segments", 1),
-            o.opt_num("busy", 0.0, 1.0),
-            o.opt_num("rwnd_limited", 0.0, 1.0),
-            o.opt_num("sndbuf_limited", 0.0, 1.0),
-        )
+    busy: ShareOfInterval = None
+    rwnd_limited: ShareOfInterval = None
+    sndbuf_limited: ShareOfInterval = None
 
 
 @dataclass(slots=True)
 class Stream:
-    id: str
-    path: str | None  # the topology path it ran on; None for MPTCP (all of them)
+    __pydantic_config__ = _RECORD
+
+    id: Text
+    path: Annotated[
+        Text | None, Field(description="the topology path it ran on; null for MPTCP (all)")
+    ]
     samples: list[Sample] = field(default_factory=list)
-    mss_bytes: int | None = None  # to draw caps (segments) on the cwnd (bytes) scale
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "path": self.path,
-            "mss_bytes": self.mss_bytes,
-            "samples": [s.to_json() for s in self.samples],
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Stream:
-        o = _Obj(data, where, ("id", "path", "mss_bytes", "samples"))
-        samples = [Sample.from_json(item, w) for w, item in o.items("samples")]
-        _check_increasing(o, "samples", [s.t for s in samples])
-        return cls(o.text("id"), o.opt_text("path"), samples, o.opt_integer("mss_bytes", 1))
+    mss_bytes: Annotated[
+        AtLeastOne | None, Field(description="to draw caps (segments) on the cwnd scale")
+    ] = None
 
 
 @dataclass(slots=True)
 class Event:
-    t: float
+    __pydantic_config__ = _RECORD
+
+    t: NonNegative
     kind: EventKind
-    detail: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"t": self.t, "kind": self.kind, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Event:
-        o = _Obj(data, where, ("t", "kind", "detail"))
-        kind = cast("EventKind", o.text("kind", _names(EventKind)))
-        return cls(o.num("t"), kind, o.text("detail"))
+    detail: Text = ""
 
 
 @dataclass(slots=True)
@@ -429,150 +226,85 @@ class Failover:
     """A failover run's figures: seconds of aggregate throughput lost after the link went
     down, and how long after it came back its path carried traffic again (None: never)."""
 
-    lost_seconds: float
-    back_after_s: float | None
+    __pydantic_config__ = _RECORD
 
-    def to_json(self) -> dict[str, Any]:
-        return {"lost_seconds": self.lost_seconds, "back_after_s": self.back_after_s}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Failover:
-        o = _Obj(data, where, ("lost_seconds", "back_after_s"))
-        return cls(o.num("lost_seconds"), o.opt_num("back_after_s"))
+    lost_seconds: NonNegative
+    back_after_s: NonNegative | None
 
 
 @dataclass(slots=True)
 class Run:
     """One repetition of one scenario."""
 
+    __pydantic_config__ = _RECORD
+
     scenario: Scenario
-    repetition: int
-    started: float
-    seconds: float
-    bytes: int
-    goodput_bps: float
-    cpu_seconds: float  # sender and receiver processes, user + system
-    verified: bool | None = None  # None: not verified (iperf3, or verification off);
-    # gridftp and xrdcp: whether the destination hashed to the source's digest
-    error: str | None = None
+    repetition: Count
+    started: NonNegative
+    seconds: NonNegative
+    bytes: Count
+    goodput_bps: NonNegative
+    cpu_seconds: Annotated[
+        NonNegative, Field(description="sender and receiver processes, user + system")
+    ]
+    verified: Annotated[
+        StrictBool | None,
+        Field(
+            description="null: not verified (iperf3, or verification off); gridftp and "
+            "xrdcp: whether the destination hashed to the source's digest"
+        ),
+    ] = None
+    error: Text | None = None
     intervals: list[Interval] = field(default_factory=list)
     streams: list[Stream] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     failover: Failover | None = None
-    jain: float | None = None  # over the middle 60% of the run; see run_jain()
-
-    KEYS = (
-        "scenario", "repetition", "started", "seconds", "bytes", "goodput_bps", "cpu_seconds",
-        "verified", "error", "intervals", "streams", "events", "failover", "jain",
-    )  # fmt: skip
+    jain: Annotated[
+        Annotated[float, Strict(), Field(ge=0, le=1 + 1e-9)] | None,
+        Field(description="over the middle 60% of the run; see run_jain()"),
+    ] = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario.to_json(),
-            "repetition": self.repetition,
-            "started": self.started,
-            "seconds": self.seconds,
-            "bytes": self.bytes,
-            "goodput_bps": self.goodput_bps,
-            "cpu_seconds": self.cpu_seconds,
-            "verified": self.verified,
-            "error": self.error,
-            "intervals": [i.to_json() for i in self.intervals],
-            "streams": [s.to_json() for s in self.streams],
-            "events": [e.to_json() for e in self.events],
-            "failover": None if self.failover is None else self.failover.to_json(),
-            "jain": self.jain,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Run:
-        o = _Obj(data, where, cls.KEYS)
-        run = cls(
-            scenario=Scenario.from_json(o.raw("scenario"), o.at("scenario")),
-            repetition=o.integer("repetition"),
-            started=o.num("started"),
-            seconds=o.num("seconds"),
-            bytes=o.integer("bytes"),
-            goodput_bps=o.num("goodput_bps"),
-            cpu_seconds=o.num("cpu_seconds"),
-            verified=o.opt_bool("verified"),
-            error=o.opt_text("error"),
-        )
-        run.intervals = [Interval.from_json(item, w) for w, item in o.items("intervals")]
-        _check_increasing(o, "intervals", [i.t for i in run.intervals])
-        run.streams = [Stream.from_json(item, w) for w, item in o.items("streams")]
-        seen: set[str] = set()
-        for i, s in enumerate(run.streams):
-            if s.id in seen:
-                raise ResultsError(f"{o.at('streams')}[{i}].id: duplicate stream id {s.id!r}")
-            seen.add(s.id)
-        run.events = [Event.from_json(item, w) for w, item in o.items("events")]
-        failover = o.raw("failover", optional=True)
-        if failover is not None:
-            run.failover = Failover.from_json(failover, o.at("failover"))
-        run.jain = o.opt_num("jain", 0.0, 1.0 + 1e-9)
-        return run
-
-
-def _check_increasing(o: _Obj, key: str, ts: list[float]) -> None:
-    for i in range(1, len(ts)):
-        if ts[i] < ts[i - 1]:
-            raise ResultsError(
-                f"{o.at(key)}[{i}].t: times must not decrease ({ts[i]:g} after {ts[i - 1]:g})"
-            )
-
 
 @dataclass(slots=True)
 class CampaignRun:
-    campaign: str
-    run_id: str
-    started: float
-    finished: float | None  # None while the run is in progress
+    """What one execution of a campaign produced."""
+
+    __pydantic_config__ = _RECORD
+
+    campaign: Text
+    run_id: Text
+    started: NonNegative
+    finished: Annotated[NonNegative | None, Field(description="null while the run is in progress")]
     machine: Machine
     topology: Topology
     runs: list[Run] = field(default_factory=list)
-
-    KEYS = ("version", "campaign", "run_id", "started", "finished", "machine", "topology", "runs")
+    version: Annotated[Literal[1], Field(description="the format; optional on input")] = (
+        FORMAT_VERSION
+    )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": FORMAT_VERSION,
-            "campaign": self.campaign,
-            "run_id": self.run_id,
-            "started": self.started,
-            "finished": self.finished,
-            "machine": self.machine.to_json(),
-            "topology": self.topology.to_json(),
-            "runs": [r.to_json() for r in self.runs],
-        }
+        """Plain JSON data, every key present."""
+        data: dict[str, Any] = _ADAPTER.dump_python(self, mode="json")
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> CampaignRun:
-        o = _Obj(data, "", cls.KEYS)
-        version = o.raw("version", optional=True)
+        """Validated records from JSON data; :class:`ResultsError` names the bad field."""
+        if not isinstance(data, dict):
+            raise ResultsError(f"results: expected an object, got {_kind(data)}")
+        version = data.get("version")
         if version is not None and version != FORMAT_VERSION:
-            raise o.fail("version", f"unsupported results format {version!r}")
-        campaign, run_id = o.text("campaign"), o.text("run_id")
-        started = o.num("started")
-        finished = o.opt_num("finished")
-        if finished is not None and finished < started:
-            raise o.fail("finished", "is before started")
-        machine = Machine.from_json(o.raw("machine"))
-        topology = Topology.from_json(o.raw("topology"))
-        runs = [Run.from_json(item, w) for w, item in o.items("runs")]
-        first: dict[str, tuple[int, Scenario]] = {}
-        for i, r in enumerate(runs):
-            j, sc = first.setdefault(r.scenario.name, (i, r.scenario))
-            if sc != r.scenario:
-                raise ResultsError(
-                    f"runs[{i}].scenario: differs from runs[{j}].scenario of the same name "
-                    f"{sc.name!r}"
-                )
-        return cls(campaign, run_id, started, finished, machine, topology, runs)
+            raise ResultsError(f"version: unsupported results format {version!r}")
+        try:
+            result = _ADAPTER.validate_python({k: v for k, v in data.items() if k != "version"})
+        except ValidationError as e:
+            raise ResultsError(_first_error(e)) from None
+        _check_invariants(result)
+        return result
 
     def dumps(self, indent: int | None = None) -> str:
         return json.dumps(self.to_json(), indent=indent, allow_nan=False)
@@ -598,6 +330,98 @@ class CampaignRun:
             return cls.loads(text)
         except ResultsError as e:
             raise ResultsError(f"{path}: {e}") from None
+
+
+_ADAPTER: TypeAdapter[CampaignRun] = TypeAdapter(CampaignRun)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_invariants(result: CampaignRun) -> None:
+    """What the types cannot say: times in order, one scenario per name, unique ids."""
+    if result.finished is not None and result.finished < result.started:
+        raise ResultsError("finished: is before started")
+    first: dict[str, tuple[int, Scenario]] = {}
+    for i, r in enumerate(result.runs):
+        where = f"runs[{i}]"
+        j, sc = first.setdefault(r.scenario.name, (i, r.scenario))
+        if sc != r.scenario:
+            raise ResultsError(
+                f"{where}.scenario: differs from runs[{j}].scenario of the same name {sc.name!r}"
+            )
+        _check_increasing(f"{where}.intervals", [x.t for x in r.intervals])
+        seen: set[str] = set()
+        for k, s in enumerate(r.streams):
+            _check_increasing(f"{where}.streams[{k}].samples", [x.t for x in s.samples])
+            if s.id in seen:
+                raise ResultsError(f"{where}.streams[{k}].id: duplicate stream id {s.id!r}")
+            seen.add(s.id)
+
+
+def _check_increasing(where: str, ts: list[float]) -> None:
+    for i in range(1, len(ts)):
+        if ts[i] < ts[i - 1]:
+            raise ResultsError(
+                f"{where}[{i}].t: times must not decrease ({ts[i]:g} after {ts[i - 1]:g})"
+            )
+
+
+def _first_error(e: ValidationError) -> str:
+    """The first of pydantic's errors as ``path: what is wrong`` in this file's words."""
+    err = e.errors(include_url=False)[0]
+    loc = err["loc"]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    return f"{where or 'results'}: {_problem(err, in_list=bool(loc) and isinstance(loc[-1], int))}"
+
+
+def _problem(err: ErrorDetails, *, in_list: bool) -> str:
+    kind, value, ctx = err["type"], err["input"], err.get("ctx") or {}
+    if kind == "missing":
+        return "missing"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        return "unknown field"
+    if value is None and not in_list and kind.endswith("_type"):
+        return "must not be null"
+    expected = _EXPECTED.get(kind)
+    if expected:
+        return f"expected {expected}, got {_kind(value)}"
+    if kind == "literal_error":
+        choices = ", ".join(re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
+        return f"{value!r} is not one of {choices}"
+    if kind == "finite_number":
+        return f"must be finite, got {value}"
+    for bound, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if bound in ctx:
+            return f"must be {op} {ctx[bound]:g}, got {value:g}"
+    return str(err["msg"])
+
+
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    # every boolean of the format may be null
+    "bool_type": "true, false or null",
+    "list_type": "a list",
+    "dataclass_type": "an object",
+}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 # --------------------------------------------------------------------------- figures
@@ -647,9 +471,6 @@ class Check:
 
     target: Annotated[str, Field(description="e.g. '>= 0.95'")]
     met: bool
-
-
-Share = Annotated[float | None, Field(description="share of the streams' time, 0..1")]
 
 
 @dataclass(frozen=True, slots=True)

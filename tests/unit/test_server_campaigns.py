@@ -521,6 +521,25 @@ def test_an_import_with_a_bad_field_is_422_naming_it(settings: Settings) -> None
     assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "run_id"]
 
 
+def test_the_api_documents_results_with_the_campaigns_schema(settings: Settings) -> None:
+    with coordinator(settings()) as c:
+        spec = ok(c.get("/openapi.json"))
+    schemas = spec["components"]["schemas"]
+    ref = {"$ref": "#/components/schemas/CampaignRun"}
+    upload = spec["paths"]["/api/v1/campaigns/results"]["post"]["requestBody"]
+    results = spec["paths"]["/api/v1/campaigns/{run_id}/results"]["get"]["responses"]["200"]
+    assert upload["content"]["application/json"]["schema"]["$ref"] == ref["$ref"]
+    assert results["content"]["application/json"]["schema"] == ref
+    run = schemas["CampaignRun"]
+    assert run["additionalProperties"] is False
+    required = {"campaign", "run_id", "started", "finished", "machine", "topology"}
+    assert set(run["required"]) == required
+    sample = schemas["Sample"]["properties"]
+    assert sample["cap_segments"]["anyOf"][0]["minimum"] == 1
+    tools = schemas["Scenario"]["properties"]["tool"]["enum"]
+    assert tools == ["iperf3", "reservoir", "gridftp", "xrdcp"]
+
+
 def test_a_run_without_results_has_no_report(settings: Settings, runners: list[int]) -> None:
     with coordinator(settings("crash")) as c:
         run = ok(c.post("/campaigns", json={"campaign": "loopback"}), 202)

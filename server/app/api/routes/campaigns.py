@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from reservoir.campaigns.results import CampaignRun
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
     NOT_FOUND,
@@ -33,6 +34,13 @@ router = APIRouter(
 # what may carry a body up to ``max_upload_bytes`` (every other body: ``max_body_bytes``)
 UPLOAD_PATHS = ("/campaigns/results",)
 RunId = Annotated[str, Path(description="campaign run id", max_length=36)]
+# a results.json, as the schema of :mod:`reservoir.campaigns.results` declares it
+RESULTS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CampaignRun"}}},
+    }
+}
 # the report is inert: no scripts, nothing fetched, its plots inline
 REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -82,6 +90,7 @@ def list_runs(session: SessionDep) -> list[CampaignRunPublic]:
     "/results",
     status_code=status.HTTP_201_CREATED,
     summary="Import a finished run's results.json (reservoir campaign upload)",
+    openapi_extra=RESULTS_BODY,
     responses={
         409: {"description": "these results (campaign and run_id) are stored already"},
         422: {"description": "the results do not validate; loc names the bad field"},
@@ -89,7 +98,7 @@ def list_runs(session: SessionDep) -> list[CampaignRunPublic]:
 )
 def import_results(
     session: SessionDep,
-    body: Annotated[dict[str, Any], Body(description="results.json of a campaign run")],
+    body: Annotated[Any, Body(description="results.json of a campaign run")],
     quick: Annotated[bool, Query(description="the run was of the quick subset")] = False,
 ) -> CampaignRunPublic:
     return campaigns.public(campaigns.import_results(session, body, quick))
@@ -102,7 +111,7 @@ def get_run(run_id: RunId, session: SessionDep) -> CampaignRunDetail:
 
 @router.get(
     "/{run_id}/results",
-    responses=NOT_FOUND,
+    responses=NOT_FOUND | {200: {"model": CampaignRun, "description": "the results.json"}},
     summary="The run's results (its results.json; the runs so far while it runs)",
 )
 def get_results(run_id: RunId, session: SessionDep) -> JSONResponse:
