@@ -37,6 +37,7 @@ from reservoir.campaigns._events import check_events, parse_events
 from reservoir.campaigns._matrix import Matrix, parse_matrix, parse_quick
 from reservoir.campaigns._scenario import PEERS, Event, Scenario
 from reservoir.campaigns._topology import Topology, parse_topology
+from reservoir.campaigns.errors import CampaignError
 from reservoir.lab import spec as labspec
 from reservoir.shipped import config_dir, data_root
 
@@ -47,7 +48,7 @@ KEYS = ("name", "description", "repetitions", "baseline", "topology", "matrix", 
 BASELINES = ("iperf3",)
 
 
-class CampaignError(ValueError):
+class CampaignFileError(CampaignError):
     """A campaign that cannot be run; the message lists every problem, one a line."""
 
 
@@ -111,13 +112,13 @@ def load(path: Path, root: Path = DATA_ROOT) -> Campaign:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except OSError as e:
-        raise CampaignError(f"{path}: cannot read: {e.strerror}") from e
+        raise CampaignFileError(f"{path}: cannot read: {e.strerror}") from e
     except tomllib.TOMLDecodeError as e:
-        raise CampaignError(f"{path}: not valid TOML: {e}") from e
+        raise CampaignFileError(f"{path}: not valid TOML: {e}") from e
     try:
         return parse(data, root=root, name=Path(path).stem)
-    except CampaignError as e:
-        raise CampaignError(f"{path}:\n{e}") from e
+    except CampaignFileError as e:
+        raise CampaignFileError(f"{path}:\n{e}") from e
 
 
 def parse(data: dict[str, Any], root: Path = DATA_ROOT, name: str | None = None) -> Campaign:
@@ -142,7 +143,7 @@ def parse(data: dict[str, Any], root: Path = DATA_ROOT, name: str | None = None)
     if matrix is not None and events is not None:
         _check_scenarios(matrix, events, quick, baseline, errors)
     if errors:
-        raise CampaignError("\n".join(errors))
+        raise CampaignFileError("\n".join(errors))
     assert own_name and description and repetitions and topology and matrix
     assert events is not None
     quick_matrix, quick_reps = quick if quick is not None else (None, 1)

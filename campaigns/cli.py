@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reservoir.campaigns import CAMPAIGN_DIR, CampaignError, load
+from reservoir.campaigns import CAMPAIGN_DIR, CampaignFileError, load
 from reservoir.campaigns.report import report_main
 from reservoir.server.clients.campaign_upload import add_upload_parser
 
@@ -75,7 +75,7 @@ def resolve(text: str | Path) -> Path:
 def show(args: argparse.Namespace) -> int:
     try:
         campaign = load(resolve(args.file))
-    except CampaignError as exc:
+    except CampaignFileError as exc:
         print(f"reservoir campaign show: {exc}", file=sys.stderr)
         return 2
     scenarios = campaign.quick() if args.quick else campaign.scenarios()

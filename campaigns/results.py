@@ -32,6 +32,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import ConfigDict, Field, Strict, StrictBool, StrictStr, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
+from reservoir.campaigns.errors import CampaignError
 from reservoir.common.fairness import jain
 from reservoir.common.store import write_atomic
 
@@ -70,7 +71,7 @@ Verify = Literal["storage", "receipt"]
 EventKind = Literal["link-down", "link-up", "cap", "path-failed", "path-recovered", "note"]
 
 
-class ResultsError(ValueError):
+class ResultsError(CampaignError):
     """Campaign results that do not match the schema; the message names the field."""
 
 

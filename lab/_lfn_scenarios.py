@@ -21,6 +21,7 @@ from reservoir.lab._lfn_copy import (
     stream_lines,
 )
 from reservoir.lab.bench_copy import Source, file_digest, make_lun
+from reservoir.lab.errors import LabError
 from reservoir.lab.lfn_sampling import (
     Bin,
     LinkSampler,
@@ -30,7 +31,6 @@ from reservoir.lab.lfn_sampling import (
     mean_rate,
     series_lines,
 )
-from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 
 CUT_AT, KILL_AT = 0.30, 0.40  # of the source, from src's tx counters (headers included)

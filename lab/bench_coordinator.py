@@ -47,7 +47,7 @@ from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import file_digest, parse_size
 from reservoir.lab.bench_lfn import iperf_mbit, iperf_server
 from reservoir.lab.coord_site import Coordinator, Site, TransferError, inside
-from reservoir.lab.netns import LabError
+from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process
 from reservoir.lab.spec import SpecError, load

@@ -40,7 +40,7 @@ import httpx
 from reservoir.common.fairness import jain
 from reservoir.lab.bench_copy import Source, file_digest, make_lun, parse_size, write_source
 from reservoir.lab.coord_site import AgentProc, Coordinator, inside, site_credentials
-from reservoir.lab.netns import LabError
+from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process
 from reservoir.lab.spec import SpecError, load
@@ -58,7 +58,7 @@ TIMEOUT = 900.0
 Json = dict[str, Any]
 
 
-class BenchError(RuntimeError):
+class EqualizerBenchError(LabError):
     """The API refused a request or a transfer failed."""
 
 
@@ -75,7 +75,9 @@ class Row:
 
 def ok(r: httpx.Response) -> Any:
     if r.status_code not in (200, 201):
-        raise BenchError(f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text}")
+        raise EqualizerBenchError(
+            f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text}"
+        )
     return r.json()
 
 
@@ -232,10 +234,10 @@ def await_done(c: httpx.Client, tid: str) -> Json:
             return t
         if t["state"] in ("failed", "cancelled"):
             c.post(f"/transfers/{tid}/cancel")  # a failed one holds the destination
-            raise BenchError(f"transfer {t['state']}: {t['last_error']}")
+            raise EqualizerBenchError(f"transfer {t['state']}: {t['last_error']}")
         time.sleep(0.2)
     c.post(f"/transfers/{tid}/cancel")  # the next run writes the same destination
-    raise BenchError(f"transfer {tid} not completed after {TIMEOUT:.0f} s")
+    raise EqualizerBenchError(f"transfer {tid} not completed after {TIMEOUT:.0f} s")
 
 
 def transfer(c: httpx.Client, site: Site, body: Json, equalizer: bool) -> Row:
@@ -325,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="reservoir-bench-eq.", dir=args.dir) as tmp:
         try:
             return run_all(args, Path(tmp))
-        except (PeerError, LabError, SpecError, BenchError, httpx.HTTPError) as e:
+        except (PeerError, LabError, SpecError, EqualizerBenchError, httpx.HTTPError) as e:
             print(f"bench_equalizer: {e}", file=sys.stderr)
             return 1
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from reservoir.lab import _lfn_scenarios as sc
 from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import parse_size, write_source
+from reservoir.lab.errors import LabError
 from reservoir.lab.lfn_sampling import link_devices
-from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, stop_process
 from reservoir.lab.spec import SpecError, load

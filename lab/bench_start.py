@@ -49,8 +49,8 @@ from reservoir.lab._lfn_copy import LINKS, Net, Target
 from reservoir.lab._start_sampling import RxSampler, start_of
 from reservoir.lab.bench_copy import Source, file_digest, make_lun, parse_size, write_source
 from reservoir.lab.coord_site import SRC_PORTS, AgentProc, inside, site_credentials
+from reservoir.lab.errors import LabError
 from reservoir.lab.lfn_sampling import link_devices
-from reservoir.lab.netns import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError
 from reservoir.lab.spec import Spec, SpecError, load
@@ -65,7 +65,7 @@ TIMEOUT = 300.0
 Json = dict[str, Any]
 
 
-class BenchError(RuntimeError):
+class StartBenchError(LabError):
     """The agent refused a request or a copy failed."""
 
 
@@ -106,7 +106,7 @@ def ask(c: httpx.Client, body: Json) -> tuple[float, Json]:
     asked = time.monotonic()
     r = c.post("/copies", json=body)
     if r.status_code != 201:
-        raise BenchError(f"POST /copies: {r.status_code} {r.text[:300]}")
+        raise StartBenchError(f"POST /copies: {r.status_code} {r.text[:300]}")
     return asked, wait(c, str(r.json()["id"]))
 
 
@@ -117,9 +117,9 @@ def wait(c: httpx.Client, copy_id: str) -> Json:
         if data["state"] == "completed":
             return data
         if data["state"] == "failed":
-            raise BenchError(f"copy {copy_id} failed: {data['last_error']}")
+            raise StartBenchError(f"copy {copy_id} failed: {data['last_error']}")
         time.sleep(0.05)
-    raise BenchError(f"copy {copy_id} not done after {TIMEOUT:g} s")
+    raise StartBenchError(f"copy {copy_id} not done after {TIMEOUT:g} s")
 
 
 def copy_body(src: Source, net: Net, args: argparse.Namespace) -> Json:
@@ -193,7 +193,7 @@ def check_agent(c: httpx.Client) -> None:
     """The agent runs this tree's code (a pool of warm sessions) on a tuned host."""
     info = c.get("/info").json()
     if info.get("warm_sessions") is None:
-        raise BenchError("the agent keeps no warm sessions (an older reservoir on the path?)")
+        raise StartBenchError("the agent keeps no warm sessions (an older reservoir on the path?)")
     print(
         f"  agent up: congestion control {info['tcp_congestion_control']} by default, "
         f"tcp_slow_start_after_idle {info['tcp_slow_start_after_idle']}"
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="reservoir-bench-start.", dir=args.dir) as tmp:
         try:
             return run_all(args, Path(tmp))
-        except (PeerError, LabError, SpecError, BenchError, httpx.HTTPError) as e:
+        except (PeerError, LabError, SpecError, StartBenchError, httpx.HTTPError) as e:
             print(f"bench_start: {e}", file=sys.stderr)
             return 1
 

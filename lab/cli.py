@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reservoir.lab import netns
-from reservoir.lab.netns import LabError
+from reservoir.lab.errors import LabError
 from reservoir.lab.network import RUN_ROOT, Lab, LabState
 from reservoir.lab.spec import SpecError, load
 

@@ -28,6 +28,7 @@ import httpx
 from reservoir.agent.target import config as tcfg
 from reservoir.lab._lfn_copy import LINKS, Net
 from reservoir.lab.bench_copy import Source, make_lun, write_source
+from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError, reservoir_command, stop_process
 from reservoir.server.app.core.agent_credentials import AgentCredentials
@@ -92,7 +93,7 @@ def wait_health(url: str, proc: subprocess.Popen[Any], log: Path, timeout: float
         time.sleep(0.1)
 
 
-class TransferError(RuntimeError):
+class TransferError(LabError):
     """The coordinator refused a request, or a transfer through it failed, was
     cancelled or did not complete in time (benchmarks and campaign runs)."""
 

@@ -41,7 +41,7 @@ from reservoir.lab._lfn_copy import Net
 from reservoir.lab.bench_coordinator import DEFAULT_SPEC, STRIPE_UNIT, register
 from reservoir.lab.bench_copy import parse_size
 from reservoir.lab.coord_site import COORD_PORT, Coordinator, Site, inside
-from reservoir.lab.netns import LabError
+from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab
 from reservoir.lab.peers import PeerError
 from reservoir.lab.spec import SpecError, load

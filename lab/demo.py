@@ -43,8 +43,8 @@ from reservoir.lab.bench_coordinator import DEFAULT_SPEC, STRIPE_UNIT, check_has
 from reservoir.lab.bench_copy import parse_size
 from reservoir.lab.coord_site import COORD_PORT
 from reservoir.lab.dashboard_shots import DashboardLab, dashboard_lab
+from reservoir.lab.errors import LabError
 from reservoir.lab.forward import ForwardError, ForwardThread, listen_socket, parse_addr, socket_in
-from reservoir.lab.netns import LabError
 from reservoir.lab.peers import PeerError
 from reservoir.lab.spec import SpecError, load
 from reservoir.server.app import web
@@ -59,7 +59,7 @@ DEFAULT_LISTEN = ("127.0.0.1", 8470)
 Json = dict[str, Any]
 
 
-class DemoError(RuntimeError):
+class DemoError(LabError):
     """Something the demo needs is missing, or the transfer could not run."""
 
 

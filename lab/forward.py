@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from reservoir.lab.coord_site import inside
+from reservoir.lab.errors import LabError
 
 __all__ = [
     "ForwardError",
@@ -48,7 +49,7 @@ CONNECT_TIMEOUT = 10.0
 NewSocket = Callable[[], socket.socket]
 
 
-class ForwardError(RuntimeError):
+class ForwardError(LabError):
     """The forwarder cannot listen (address not loopback, port taken) or start."""
 
 

@@ -15,7 +15,7 @@ from itertools import pairwise
 from types import TracebackType
 
 from reservoir.lab import netns
-from reservoir.lab.netns import LabError
+from reservoir.lab.errors import LabError
 
 INTERVAL = 0.25
 

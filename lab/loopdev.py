@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from reservoir.lab.errors import LabError
 
-class LoopUnavailable(RuntimeError):  # noqa: N818 - reads as a condition, like FileNotFound
+
+class LoopUnavailable(LabError):  # noqa: N818 - reads as a condition, like FileNotFound
     """Loop devices cannot be used on this machine; the message says why."""
 
 

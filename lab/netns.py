@@ -11,11 +11,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from reservoir.lab.errors import LabError
+
 NETNS_DIR = Path("/run/netns")
-
-
-class LabError(RuntimeError):
-    """A lab command that failed, or a lab that cannot be built here."""
 
 
 def run(argv: Sequence[str], what: str | None = None, timeout: float = 30.0) -> str:

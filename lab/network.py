@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from reservoir.lab import delayline, netns
-from reservoir.lab.netns import LabError
+from reservoir.lab.errors import LabError
 from reservoir.lab.spec import Host, Link, Spec
 
 RUN_ROOT = Path("/run/reservoir-lab")

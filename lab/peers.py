@@ -26,10 +26,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from reservoir.lab.errors import LabError
+
 LOCALHOST = "127.0.0.1"
 
 
-class PeerError(RuntimeError):
+class PeerError(LabError):
     """A peer process that could not be started or answered wrongly."""
 
 

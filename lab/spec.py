@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reservoir.lab.errors import LabError
+
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,11}$")
 IFNAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,14}$")
 HOST_KEYS = {"name", "forward", "addrs"}
@@ -38,7 +40,7 @@ LINK_DEFAULTS: dict[str, Any] = {
 LINK_KEYS = {"name", "a", "b", "a_addr", "b_addr", *LINK_DEFAULTS}
 
 
-class SpecError(ValueError):
+class SpecError(LabError):
     """A spec that cannot be built; the message lists every problem, one a line."""
 
 

@@ -12,6 +12,7 @@ from reservoir.agent import agent_cli
 from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.campaigns import cli as campaign_cli
+from reservoir.common.errors import ReservoirError
 from reservoir.lab import cli as lab_cli
 from reservoir.server.clients import cli as server_cli
 from reservoir.server.clients import link_cli
@@ -54,4 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc: int = args.func(args)
     except KeyboardInterrupt:
         return 130
+    except ReservoirError as exc:  # one line for what a command did not handle itself
+        print(f"reservoir {args.command}: {exc}", file=sys.stderr)
+        return 1
     return rc

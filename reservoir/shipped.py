@@ -17,10 +17,12 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
+from reservoir.common.errors import ReservoirError
+
 __all__ = ["ShippedError", "config_dir", "dashboard_dir", "data_root", "source"]
 
 
-class ShippedError(RuntimeError):
+class ShippedError(ReservoirError):
     """The package's data is not where an installed package keeps it."""
 
 

@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from fastapi import status
+
+from reservoir.agent.control.errors import ControlError
 from reservoir.agent.control.models import (
     CapsBase,
     CopyCreate,
@@ -94,12 +97,19 @@ class ReleaseFn(Protocol):
     ) -> list[str]: ...
 
 
-class UnknownCopyError(KeyError):
-    """No copy has this id (HTTP 404)."""
+class UnknownCopyError(ControlError):
+    """No copy has this id."""
+
+    status_code = status.HTTP_404_NOT_FOUND
+
+    def __init__(self, copy_id: str) -> None:
+        super().__init__(f"no copy {copy_id!r}")
 
 
-class CopyConflictError(Exception):
-    """The copy is not in a state that allows this (HTTP 409); the message says why."""
+class CopyConflictError(ControlError):
+    """The copy is not in a state that allows this; the message says why."""
+
+    status_code = status.HTTP_409_CONFLICT
 
 
 @dataclass

@@ -18,7 +18,7 @@ measure their baselines through these, on the registered hosts:
 
 At most :data:`MAX_ACTIVE` servers and as many runs at once; what is still running when
 the agent stops is killed by PID and waited for. Errors (the tree, mapped to HTTP
-statuses once, in ``api/routes/iperf.py``)::
+statuses once, by the handler of ``errors.py``)::
 
     IperfError
     +-- IperfUnavailableError   iperf3 is not installed, NIC pacing is off      -> 503
@@ -46,6 +46,9 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
+from fastapi import status
+
+from reservoir.agent.control.errors import ControlError
 from reservoir.agent.control.info import congestion_control
 from reservoir.agent.control.models import (
     IperfResult,
@@ -78,28 +81,28 @@ SYS_NET = Path("/sys/class/net")
 PROC_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
 
-class IperfError(Exception):
+class IperfError(ControlError):
     """Base of this module's errors; the message is one clear line."""
 
 
 class IperfUnavailableError(IperfError):
-    pass
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
 
 
 class BadIperfRequestError(IperfError):
-    pass
+    status_code = status.HTTP_422_UNPROCESSABLE_CONTENT
 
 
 class PortInUseError(IperfError):
-    pass
+    status_code = status.HTTP_409_CONFLICT
 
 
 class TooManyIperfError(IperfError):
-    pass
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
 
 
 class UnknownIperfError(IperfError):
-    pass
+    status_code = status.HTTP_404_NOT_FOUND
 
 
 # ---------------------------------------------------------------- parsing

@@ -11,6 +11,7 @@ from reservoir import __version__
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.api.deps import require_token, token_problem
 from reservoir.agent.control.api.routes import copies, health, info, iperf, volumes
+from reservoir.agent.control.errors import install_handlers
 from reservoir.common.http_boundary import BodyLimit, protect
 
 __all__ = ["API_PREFIX", "create_app"]
@@ -45,6 +46,7 @@ def create_app(agent: Agent) -> FastAPI:
         token_dependency=require_token,
         check_token=lambda headers: token_problem(headers, agent.settings),
     )
+    install_handlers(app)
     api = APIRouter(prefix=API_PREFIX)
     for module in (health, info, volumes, copies, iperf):
         api.include_router(module.router)

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from fastapi import status
+
+from reservoir.agent.control.errors import ControlError
 from reservoir.agent.control.models import AgentVolumePublic
 from reservoir.agent.scsi import derive_naa
 from reservoir.agent.storage import volume_identity
@@ -31,9 +34,11 @@ __all__ = ["ISCSI_SCHEME", "Volume", "VolumeRefusedError", "Volumes", "device_id
 ISCSI_SCHEME = "iscsi://"
 
 
-class VolumeRefusedError(Exception):
+class VolumeRefusedError(ControlError):
     """A copy names a local path that is not one of the agent's volumes, or writes a
-    read-only one (HTTP 403); the message names the path."""
+    read-only one; the message names the path."""
+
+    status_code = status.HTTP_403_FORBIDDEN
 
 
 def device_id(path: str | os.PathLike[str]) -> str:

@@ -1,6 +1,18 @@
-"""Exceptions raised by the initiator."""
+"""Exceptions raised by the initiator.
+
+::
+
+    InitiatorError
+     +-- LoginError          the target refused the login (status class/detail)
+     +-- ConnectionLostError the connection closed or broke under a command
+     +-- CommandTimeout      no answer within the command's timeout
+     +-- ProtocolError       the target broke RFC 7143 (a PDU we cannot accept)
+     +-- ScsiError           a command ended with a SCSI status other than GOOD
+"""
 
 from __future__ import annotations
+
+from reservoir.common.errors import ReservoirError
 
 # RFC 7143 §11.13.5: Login Response status class and detail.
 LOGIN_STATUS_NAMES: dict[int, str] = {
@@ -26,7 +38,7 @@ LOGIN_STATUS_NAMES: dict[int, str] = {
 SENSE_KEY_UNIT_ATTENTION = 0x6
 
 
-class InitiatorError(Exception):
+class InitiatorError(ReservoirError):
     """Base class of every initiator error."""
 
 

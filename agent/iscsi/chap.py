@@ -35,6 +35,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from reservoir.agent.iscsi.errors import IscsiError
 from reservoir.agent.iscsi.text import (
     TextError,
     format_binary,
@@ -72,11 +73,11 @@ MIN_CHALLENGE_BYTES = 16
 MAX_CHALLENGE_BYTES = 1024
 
 
-class ChapError(ValueError):
+class ChapError(IscsiError):
     """A bad CHAP configuration value (e.g. a secret that is too short)."""
 
 
-class ChapAuthError(Exception):
+class ChapAuthError(IscsiError):
     """Authentication failed; the message names the reason, never a secret."""
 
 

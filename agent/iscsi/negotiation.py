@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 
 from reservoir.agent.iscsi.chap import SUPPORTED_ALGORITHMS
+from reservoir.agent.iscsi.errors import IscsiError
 from reservoir.agent.iscsi.text import (
     IRRELEVANT,
     NO,
@@ -70,7 +71,7 @@ class LoginStatus(IntEnum):
     OUT_OF_RESOURCES = 0x0302
 
 
-class NegotiationError(Exception):
+class NegotiationError(IscsiError):
     """The login must fail with ``status``; ``reason`` is for the logs."""
 
     def __init__(self, status: LoginStatus, reason: str) -> None:

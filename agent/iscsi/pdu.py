@@ -22,6 +22,7 @@ from typing import ClassVar, Protocol, Self
 
 from reservoir.agent.iscsi._header import Header, compile_header
 from reservoir.agent.iscsi.digest import digest
+from reservoir.agent.iscsi.errors import IscsiError
 
 BHS_LEN = 48
 MAX_DATA_SEGMENT = (1 << 24) - 1
@@ -80,7 +81,7 @@ class RejectReason(IntEnum):
     WAITING_FOR_LOGOUT = 0x0C
 
 
-class PduError(Exception):
+class PduError(IscsiError):
     """A PDU that cannot be accepted.
 
     ``reason`` is what a Reject should say; ``header`` the offending BHS (the
@@ -210,7 +211,7 @@ class FileSpan:
         return not stat.S_ISREG(st.st_mode) or st.st_size >= self.offset + self.length
 
 
-class SpanError(OSError):
+class SpanError(IscsiError, OSError):
     """A data segment's file could not give its bytes: closed, or shorter than the
     span (it shrank). The PDU that promised them cannot be completed."""
 

@@ -20,6 +20,8 @@ import binascii
 import re
 from collections.abc import Iterable, Sequence
 
+from reservoir.agent.iscsi.errors import IscsiError
+
 MAX_KEY_BYTES = 63
 MAX_SIMPLE_VALUE_BYTES = 255
 MAX_BINARY_BYTES = 1024
@@ -48,7 +50,7 @@ _BASE64_RE = re.compile(r"0[bB][A-Za-z0-9+/=]+")
 _U64_MAX = 2**64 - 1
 
 
-class TextError(ValueError):
+class TextError(IscsiError):
     """Malformed iSCSI text data or value."""
 
 

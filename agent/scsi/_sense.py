@@ -6,6 +6,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
+from reservoir.common.errors import ReservoirError
+
 from ._types import ScsiResult, Status
 
 
@@ -154,8 +156,14 @@ def check_condition(
     return ScsiResult(Status.CHECK_CONDITION, b"", sense)
 
 
-class CheckConditionError(Exception):
-    """Ends the current command with CHECK CONDITION and this sense."""
+class CheckConditionError(ReservoirError):
+    """Ends the current command with CHECK CONDITION and this sense: the SCSI layer's
+    one error (the target answers it with the sense data, never a lost connection).
+
+    ::
+
+        CheckConditionError   sense key, ASC/ASCQ, and the field it points at
+    """
 
     def __init__(
         self,

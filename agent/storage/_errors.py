@@ -1,12 +1,20 @@
-"""StorageError: the one exception type the storage engine raises for I/O problems."""
+"""StorageError: the one exception type the storage engine raises for I/O problems.
+
+::
+
+    StorageError   errno, the operation, the volume's path (an OSError too, so code
+                   written for the OS's errors reads it as one)
+"""
 
 from __future__ import annotations
 
 import errno as errno_mod
 import os
 
+from reservoir.common.errors import ReservoirError
 
-class StorageError(OSError):
+
+class StorageError(ReservoirError, OSError):
     """An error on a volume or engine.
 
     ``errno`` is set; the message names the operation, and ``filename`` (shown at

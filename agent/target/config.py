@@ -45,6 +45,7 @@ import tomlkit
 from reservoir.agent.iscsi.chap import ChapError, check_name, check_secret
 from reservoir.agent.storage import volume_identity
 from reservoir.agent.target import config_schema as schema
+from reservoir.agent.target.errors import TargetError
 from reservoir.common.store import write_atomic
 
 DEFAULT_PORT = 3260
@@ -54,7 +55,7 @@ DEFAULT_MAX_PENDING_LOGINS_PER_ADDRESS = 64
 _IQN = re.compile(r"^(iqn\.\d{4}-\d{2}\.[^\s]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})$")
 
 
-class ConfigError(ValueError):
+class ConfigError(TargetError):
     """A configuration that cannot be used; the message says which field and why."""
 
 

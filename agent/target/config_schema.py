@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reservoir.agent.target.errors import TargetError
+
 __all__ = [
     "ChapTable",
     "LunTable",
@@ -27,7 +29,7 @@ __all__ = [
 ]
 
 
-class SchemaError(ValueError):
+class SchemaError(TargetError):
     """A file that does not match the schema; ``problems`` has one line per problem."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reservoir.agent.iscsi import pdu as P
+from reservoir.agent.target.errors import TargetError
 
 if TYPE_CHECKING:
     from reservoir.agent.target.connection import Connection
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("reservoir.target")
 
 
-class DataOutError(Exception):
+class DataOutError(TargetError):
     """A Data-Out PDU that does not fit the task.
 
     ``ascq`` is the qualifier of ASC 0x4B (DATA PHASE ERROR family, SPC-4) the

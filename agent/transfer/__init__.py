@@ -10,9 +10,10 @@ MPTCP sockets, and JSON-lines telemetry (``_telemetry``).
 from reservoir.agent.transfer._caps import Capper, StreamCaps
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
-from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy, release
+from reservoir.agent.transfer._engine import CopyOptions, copy, release
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._paths import PathReport
-from reservoir.agent.transfer._plan import Extent, Plan, Queues, ServerPair, make_plan
+from reservoir.agent.transfer._plan import Extent, Plan, PlanError, Queues, ServerPair, make_plan
 from reservoir.agent.transfer._progress import Progress, ProgressPrinter
 from reservoir.agent.transfer._stream import StreamStats
 from reservoir.agent.transfer._summary import CopySummary, PathStats, format_summary, root_hash
@@ -30,6 +31,7 @@ __all__ = [
     "PathSpec",
     "PathStats",
     "Plan",
+    "PlanError",
     "Progress",
     "ProgressPrinter",
     "Queues",

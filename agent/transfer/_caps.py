@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from reservoir.common.errors import ReservoirError
+
 log = logging.getLogger("reservoir.copy")
 
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)
@@ -83,7 +85,7 @@ class StreamCaps:
         for stream, applied in list(self._applied.items()):
             try:
                 self._lift(applied)
-            except (OSError, RuntimeError) as exc:  # closed meanwhile, or CapError
+            except (OSError, ReservoirError) as exc:  # closed meanwhile, or the capper's CapError
                 log.debug("stream %d: caps not lifted: %s", stream, exc)
         self._streams.clear()
         self._applied.clear()
@@ -105,7 +107,7 @@ class StreamCaps:
             return
         try:
             self._apply(stream, sock)
-        except (OSError, RuntimeError) as exc:  # RuntimeError: the capper's CapError
+        except (OSError, ReservoirError) as exc:  # the capper's CapError
             if self.errors.get(stream) != str(exc):  # once, not on every tick
                 log.warning("stream %d: caps not applied: %s", stream, exc)
             self.errors[stream] = str(exc)

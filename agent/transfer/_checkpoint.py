@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.common.store import write_atomic
 
 VERSION = 1
 SAVE_INTERVAL = 0.5
 
 
-class CheckpointError(Exception):
+class CheckpointError(CopyError):
     """The checkpoint cannot be used (unreadable, or for another copy)."""
 
 

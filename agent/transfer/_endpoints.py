@@ -49,6 +49,7 @@ from reservoir.agent.initiator import (
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
 from reservoir.agent.storage import Volume, open_volume, volume_identity
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._hold import PrState, check_free, read_pr_state, take
 
 ISCSI_PORT = 3260
@@ -56,7 +57,7 @@ EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
 SYNCHRONIZE_CACHE_10 = bytes([0x35]) + bytes(9)
 
 
-class EndpointError(Exception):
+class EndpointError(CopyError):
     """A location, a path or an endpoint that cannot be used."""
 
 

@@ -50,13 +50,13 @@ from reservoir.agent.transfer._endpoints import (
     parse_path,
     resolve_binds,
 )
-from reservoir.agent.transfer._hold import HoldError, check_distinct, give_back, hold_key
+from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._hold import check_distinct, give_back, hold_key
 from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
 from reservoir.agent.transfer._plan import (
     DEFAULT_EXTENT_SIZE,
     Extent,
     Plan,
-    PlanError,
     Queues,
     ServerPair,
 )
@@ -67,7 +67,6 @@ from reservoir.agent.transfer._stream import (
     Settings,
     StreamStats,
     StreamWorker,
-    VerifyError,
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
@@ -86,10 +85,6 @@ VERIFICATIONS = ("storage", "receipt")
 HASH RANGE, or the extent read back) or ``receipt`` (the destination's receipts of
 what its writes received, storage where it has none). Both end with the whole
 destination hashed from storage (_end_check)."""
-
-
-class CopyError(Exception):
-    """The copy failed; the message is one clear line."""
 
 
 @dataclass
@@ -200,8 +195,8 @@ def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
     error says what happened (translated once, here)."""
     try:
         yield
-    except (EndpointError, ck.CheckpointError, VerifyError, HoldError, PlanError) as exc:
-        raise CopyError(str(exc)) from exc
+    except CopyError:  # the engine's own: a plan, an endpoint, a hold, a checkpoint...
+        raise
     except (ChapError, TextError) as exc:  # CHAP credentials refused; text keys malformed
         raise CopyError(str(exc)) from exc
     except ScsiError as exc:

@@ -33,13 +33,14 @@ from reservoir.agent.initiator import (
     pr_register,
     pr_reserve,
 )
+from reservoir.agent.transfer._errors import CopyError
 
 log = logging.getLogger("reservoir.copy")
 
 ILLEGAL_REQUEST = 0x5
 
 
-class HoldError(Exception):
+class HoldError(CopyError):
     """An end of a copy is the same device as another, or held by someone else."""
 
 

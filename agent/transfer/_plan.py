@@ -17,12 +17,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.common.striping import locate, unit_end
 
 DEFAULT_EXTENT_SIZE = 8 << 20
 
 
-class PlanError(ValueError):
+class PlanError(CopyError):
     """A range, extent size, stripe unit or stream count that cannot be planned."""
 
 

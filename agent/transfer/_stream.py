@@ -26,6 +26,7 @@ import xxhash
 from reservoir.agent.initiator import CommandTimeout, ConnectionLostError
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.transfer._endpoints import Channel, LocalChannel, span_volume
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._extent_write import ExtentWrite
 from reservoir.agent.transfer._plan import Extent, Queues
 from reservoir.agent.transfer._window import TcpInfoSource, Window
@@ -36,7 +37,7 @@ ECF_SLACK = 1.1  # a stream takes an extent it would finish within 1.1 x the exp
 RECHECK_S = 0.25  # a stream that left an extent to faster ones looks again this often
 
 
-class VerifyError(Exception):
+class VerifyError(CopyError):
     """An extent read back differently after every retry."""
 
 

@@ -26,11 +26,11 @@ import uvloop
 from reservoir.agent.transfer._engine import (
     DEFAULT_INITIATOR,
     VERIFICATIONS,
-    CopyError,
     CopyOptions,
     copy,
     release,
 )
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
 from reservoir.agent.transfer._progress import ProgressPrinter
 from reservoir.agent.transfer._summary import format_summary

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._host import Host, RefusedError, same_value
+from ._host import Host, HostRefusedError, same_value
 from ._profile import NicSettings, Profile
 from ._state import STATE_DIR, Entry, Saved, locked, read_state, state_path, write_state
 
@@ -146,7 +146,7 @@ def _link_knob(host: Host, ifname: str, attr: str, ifindex: int | None) -> _Knob
     def read() -> str:
         state = host.links.lookup(ifname)
         if state is None:
-            raise RefusedError(f"ENODEV: no network device {ifname} here", absent=True)
+            raise HostRefusedError(f"ENODEV: no network device {ifname} here", absent=True)
         return str(state.mtu if attr == "mtu" else state.txqueuelen)
 
     def write(value: str) -> None:
@@ -162,7 +162,7 @@ def _coalesce_knob(host: Host, ifname: str, option: str, ifindex: int | None) ->
     def read() -> str:
         options = host.coalescer.read(ifname)
         if option not in options:
-            raise RefusedError(f"{ifname} does not report {option} (ethtool -c)", absent=True)
+            raise HostRefusedError(f"{ifname} does not report {option} (ethtool -c)", absent=True)
         return options[option]
 
     def write(value: str) -> None:
@@ -174,10 +174,10 @@ def _coalesce_knob(host: Host, ifname: str, option: str, ifindex: int | None) ->
 def _nic_knobs(host: Host, ifname: str, settings: NicSettings) -> list[tuple[_Knob, str]]:
     """(knob, wanted) for every setting of one interface; knobs of a missing
     interface refuse every read."""
-    refusal = RefusedError(f"ENODEV: no network device {ifname} here", absent=True)
+    refusal = HostRefusedError(f"ENODEV: no network device {ifname} here", absent=True)
     try:
         state = host.links.lookup(ifname)
-    except RefusedError as r:
+    except HostRefusedError as r:
         state, refusal = None, r
     ifindex = None if state is None else state.index
     knobs: list[tuple[_Knob, str]] = []
@@ -192,7 +192,7 @@ def _nic_knobs(host: Host, ifname: str, settings: NicSettings) -> list[tuple[_Kn
     return knobs
 
 
-def _raising(refusal: RefusedError) -> Callable[[], str]:
+def _raising(refusal: HostRefusedError) -> Callable[[], str]:
     def read() -> str:
         raise refusal
 
@@ -233,7 +233,7 @@ def apply_profile(
                 report.outcomes.append(knob.outcome(UNCHANGED, before, before))
                 continue
             knob.check(value)
-        except RefusedError as r:
+        except HostRefusedError as r:
             result = SKIPPED if optional and r.absent else REFUSED
             report.outcomes.append(knob.outcome(result, before, before, r.reason))
             continue
@@ -256,7 +256,7 @@ def apply_profile(
         for slot, knob, before, value, optional in pending:
             try:
                 knob.write(value)
-            except RefusedError as r:
+            except HostRefusedError as r:
                 after = _read_or(knob, before)
                 result = SKIPPED if optional and r.absent else REFUSED
                 report.outcomes[slot] = knob.outcome(result, before, after, r.reason)
@@ -272,7 +272,7 @@ def apply_profile(
 def _read_or(knob: _Knob, default: str) -> str:
     try:
         return knob.read()
-    except RefusedError:
+    except HostRefusedError:
         return default
 
 
@@ -312,7 +312,7 @@ def _revert_one(host: Host, entry: Entry, *, dry_run: bool) -> Outcome:
     else:
         try:
             state = host.links.lookup(entry.interface)
-        except RefusedError as r:
+        except HostRefusedError as r:
             return Outcome(
                 entry.scope, entry.name, REFUSED, interface=entry.interface, reason=r.reason
             )
@@ -339,7 +339,7 @@ def _revert_one(host: Host, entry: Entry, *, dry_run: bool) -> Outcome:
         if dry_run:
             return knob.outcome(WOULD_CHANGE, before, entry.value)
         knob.write(entry.value)
-    except RefusedError as r:
+    except HostRefusedError as r:
         after = None if before is None else _read_or(knob, before)
         return knob.outcome(REFUSED, before, after, r.reason)
     return knob.outcome(CHANGED, before, _read_or(knob, entry.value))

@@ -1,7 +1,7 @@
 """The host's knobs: /proc/sys files, links over rtnetlink, ethtool coalescing.
 
 Every read or write that the kernel (or a missing tool) refuses raises
-:class:`RefusedError` with the reason as the kernel gave it (``EACCES: Permission
+:class:`HostRefusedError` with the reason as the kernel gave it (``EACCES: Permission
 denied``, the ``ethtool`` stderr, ...); nothing here lets an OSError or a
 netlink error escape, so one refusal never stops the rest of a profile.
 """
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from reservoir.agent.tuning._errors import TuningError
+
 SYSCTL_ROOT = Path("/proc/sys")
 CC_KEY = "net.ipv4.tcp_congestion_control"
 CC_AVAILABLE = "net.ipv4.tcp_available_congestion_control"
@@ -25,7 +27,7 @@ CC_ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
 ETHTOOL_TIMEOUT_S = 10.0
 
 
-class RefusedError(Exception):
+class HostRefusedError(TuningError):
     """One setting the kernel or the host refused; ``absent`` when the setting or
     value does not exist here (what an optional setting may skip)."""
 
@@ -61,12 +63,12 @@ class Sysctl:
         try:
             return " ".join(self.path(key).read_text().split())
         except FileNotFoundError as e:
-            raise RefusedError(
+            raise HostRefusedError(
                 f"{_errno_text(e)} (no such setting in this kernel or network namespace)",
                 absent=True,
             ) from e
         except OSError as e:
-            raise RefusedError(_errno_text(e)) from e
+            raise HostRefusedError(_errno_text(e)) from e
 
     def check(self, key: str, value: str) -> None:
         """The refusals that can be foreseen without writing (also for a dry run)."""
@@ -74,23 +76,23 @@ class Sysctl:
         try:
             mode = path.stat().st_mode
         except FileNotFoundError as e:
-            raise RefusedError(
+            raise HostRefusedError(
                 f"{_errno_text(e)} (no such setting in this kernel or network namespace)",
                 absent=True,
             ) from e
         except OSError as e:
-            raise RefusedError(_errno_text(e)) from e
+            raise HostRefusedError(_errno_text(e)) from e
         if not mode & 0o222:
             # /proc/sys enforces the mode bits even for root: a global setting seen
             # from a child network namespace is 0444 there.
-            raise RefusedError(
+            raise HostRefusedError(
                 f"EACCES: read-only here (mode {stat.S_IMODE(mode):04o}; e.g. a global "
                 "setting seen from a child network namespace)"
             )
         if key == CC_KEY:
             available = self.read(CC_AVAILABLE).split()
             if value not in available:
-                raise RefusedError(
+                raise HostRefusedError(
                     f"the kernel has no congestion control {value!r} "
                     f"({CC_AVAILABLE}: {' '.join(available)})",
                     absent=True,
@@ -99,7 +101,7 @@ class Sysctl:
     def _cc_hint(self) -> str:
         try:
             allowed = self.read(CC_ALLOWED)
-        except RefusedError:
+        except HostRefusedError:
             allowed = "?"
         return f"a child network namespace may only choose from {CC_ALLOWED}: {allowed}"
 
@@ -108,20 +110,20 @@ class Sysctl:
         try:
             fd = os.open(self.path(key), os.O_WRONLY | os.O_TRUNC)
         except OSError as e:
-            raise RefusedError(_errno_text(e), absent=isinstance(e, FileNotFoundError)) from e
+            raise HostRefusedError(_errno_text(e), absent=isinstance(e, FileNotFoundError)) from e
         try:
             os.write(fd, f"{value}\n".encode())
         except OSError as e:
             if e.errno == errno.ENOENT:  # e.g. default_qdisc naming a qdisc not built
-                raise RefusedError(
+                raise HostRefusedError(
                     f"{_errno_text(e)} (the kernel does not know the value {value!r})",
                     absent=True,
                 ) from e
             if e.errno == errno.EPERM and key == CC_KEY:
-                raise RefusedError(f"{_errno_text(e)} ({self._cc_hint()})") from e
+                raise HostRefusedError(f"{_errno_text(e)} ({self._cc_hint()})") from e
             if e.errno == errno.EINVAL:
-                raise RefusedError(f"{_errno_text(e)} (the kernel rejected {value!r})") from e
-            raise RefusedError(_errno_text(e)) from e
+                raise HostRefusedError(f"{_errno_text(e)} (the kernel rejected {value!r})") from e
+            raise HostRefusedError(_errno_text(e)) from e
         finally:
             os.close(fd)
 
@@ -142,7 +144,7 @@ class Links(Protocol):
     def lookup(self, ifname: str) -> LinkState | None: ...
 
     def set(self, ifname: str, *, mtu: int | None = None, txqueuelen: int | None = None) -> None:
-        """Raises RefusedError."""
+        """Raises HostRefusedError."""
         ...
 
     def close(self) -> None: ...
@@ -174,9 +176,9 @@ class NetlinkLinks:
                 return None
             link = ipr.get_links(found[0])[0]
         except NetlinkError as e:
-            raise RefusedError(_netlink_text(e)) from e
+            raise HostRefusedError(_netlink_text(e)) from e
         except OSError as e:
-            raise RefusedError(_errno_text(e)) from e
+            raise HostRefusedError(_errno_text(e)) from e
         return LinkState(
             index=int(found[0]),
             mtu=int(link.get_attr("IFLA_MTU")),
@@ -188,7 +190,7 @@ class NetlinkLinks:
 
         state = self.lookup(ifname)
         if state is None:
-            raise RefusedError(f"ENODEV: no network device {ifname} here", absent=True)
+            raise HostRefusedError(f"ENODEV: no network device {ifname} here", absent=True)
         attrs: dict[str, int] = {}
         if mtu is not None:
             attrs["mtu"] = mtu
@@ -197,9 +199,9 @@ class NetlinkLinks:
         try:
             self._conn().link("set", index=state.index, **attrs)
         except NetlinkError as e:
-            raise RefusedError(_netlink_text(e)) from e
+            raise HostRefusedError(_netlink_text(e)) from e
         except OSError as e:
-            raise RefusedError(_errno_text(e)) from e
+            raise HostRefusedError(_errno_text(e)) from e
 
     def close(self) -> None:
         if self._ipr is not None:
@@ -255,7 +257,7 @@ class Ethtool:
 
     def _run(self, argv: list[str]) -> str:
         if self.binary is None:
-            raise RefusedError("ethtool not installed (apt-get install ethtool)", absent=True)
+            raise HostRefusedError("ethtool not installed (apt-get install ethtool)", absent=True)
         try:
             proc = subprocess.run(
                 [self.binary, *argv],
@@ -265,12 +267,12 @@ class Ethtool:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise RefusedError(f"ethtool {' '.join(argv)}: {e}") from e
+            raise HostRefusedError(f"ethtool {' '.join(argv)}: {e}") from e
         if proc.returncode != 0:
             detail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())
             detail = detail or f"exit status {proc.returncode}"
             absent = "not supported" in detail.lower()
-            raise RefusedError(f"ethtool {argv[0]}: {detail}", absent=absent)
+            raise HostRefusedError(f"ethtool {argv[0]}: {detail}", absent=absent)
         return proc.stdout
 
     def read(self, ifname: str) -> dict[str, str]:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from reservoir.agent.tuning._errors import TuningError
 from reservoir.shipped import config_dir
 
 PROFILE_DIR = config_dir() / "tuning"
@@ -87,7 +88,7 @@ _SYSCTL_KEY = re.compile(r"net(\.[A-Za-z0-9_-]+)+")
 _IFNAME = re.compile(r"[^\s/:]{1,15}")
 
 
-class ProfileError(ValueError):
+class ProfileError(TuningError):
     """A profile that cannot be used: every problem found, each naming its field."""
 
     def __init__(self, source: str, problems: Sequence[str]) -> None:

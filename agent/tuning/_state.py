@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reservoir.agent.tuning._errors import TuningError
 from reservoir.common import store
 
 STATE_DIR = Path("/run/reservoir-tuning")
@@ -28,7 +29,7 @@ STATE_VERSION = 1
 EntryKey = tuple[str, str, str]
 
 
-class StateError(RuntimeError):
+class StateError(TuningError):
     """A state file that cannot be read or written."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from reservoir import pacing
 from reservoir.campaigns._scenario import Event as Planned
 from reservoir.campaigns._scenario import Scenario
+from reservoir.campaigns.errors import CampaignError
 from reservoir.campaigns.results import Run
 from reservoir.campaigns.run.site import LOOPBACK_ADDR, Paths, Place
 from reservoir.campaigns.run.telemetry import (
@@ -46,7 +47,7 @@ Json = dict[str, Any]
 Progress = Callable[[float, float], None]  # (fraction done, bit/s so far)
 
 
-class Iperf3Error(RuntimeError):
+class Iperf3Error(CampaignError):
     """An iperf3 process failed or did not finish."""
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from reservoir.campaigns._spec import Campaign, CampaignError
+from reservoir.campaigns._spec import Campaign, CampaignFileError
 from reservoir.campaigns._topology import Topology
 from reservoir.campaigns.run.site import PathEnds, SiteError
 
@@ -88,11 +88,11 @@ def _detail(r: httpx.Response) -> str:
 
 
 def _find(items: list[Json], key: str, where: str, what: str) -> Json:
-    """The item whose id or name is ``key``; CampaignError naming ``where`` otherwise."""
+    """The item whose id or name is ``key``; CampaignFileError naming ``where`` otherwise."""
     found = [i for i in items if key in (i.get("id"), i.get("name"))]
     if not found:
         names = ", ".join(sorted(str(i.get("name")) for i in items)) or "none"
-        raise CampaignError(f"{where}: no {what} {key!r} is registered (there are: {names})")
+        raise CampaignFileError(f"{where}: no {what} {key!r} is registered (there are: {names})")
     return found[0]
 
 
@@ -100,14 +100,14 @@ def _nic_address(agent: Json, nic: str, where: str) -> str:
     for n in agent.get("nics") or []:
         if n.get("name") == nic:
             return str(n["address"])
-    raise CampaignError(f"{where}: agent {agent['name']} has no NIC {nic!r} registered")
+    raise CampaignFileError(f"{where}: agent {agent['name']} has no NIC {nic!r} registered")
 
 
 def _path(link: Json, src: Json, dst: Json, where: str) -> PathEnds:
     """The link as a path from the source agent to the destination agent."""
     ends = {link["agent_a"]: link["nic_a"], link["agent_b"]: link["nic_b"]}
     if set(ends) != {src["id"], dst["id"]}:
-        raise CampaignError(
+        raise CampaignFileError(
             f"{where}: link {link['name']} does not join the source {src['name']} and the"
             f" destination {dst['name']}"
         )
@@ -129,11 +129,11 @@ def _sets(remote: Remote, topo: Topology, campaign: Campaign) -> None:
     src = _find(sets, topo.source_set, "topology.real.source_set", "volume set")
     dst = _find(sets, topo.destination_set, "topology.real.destination_set", "volume set")
     if src["id"] == dst["id"]:
-        raise CampaignError("topology.real.destination_set: the same volume set as the source")
+        raise CampaignFileError("topology.real.destination_set: the same volume set as the source")
     remote.size = int(src["capacity_bytes"])
     sizes = {sc.size_bytes for sc in campaign.scenarios() if sc.tool == "reservoir"}
     if sizes - {remote.size}:
-        raise CampaignError(
+        raise CampaignFileError(
             f"matrix.size: a reservoir run copies the whole volume set {src['name']}"
             f" ({remote.size} bytes); give size = {remote.size}"
         )
@@ -148,7 +148,7 @@ def _sets(remote: Remote, topo: Topology, campaign: Campaign) -> None:
 
 
 def resolve(client: httpx.Client, campaign: Campaign) -> Remote:
-    """The campaign's topology in the coordinator's registry (CampaignError if not)."""
+    """The campaign's topology in the coordinator's registry (CampaignFileError if not)."""
     topo = campaign.topology
     assert topo.source is not None and topo.destination is not None
     remote = Remote(client, {}, {}, [], {})
@@ -177,5 +177,5 @@ def connect(campaign: Campaign, url: str, token: str | None) -> Iterator[Remote]
         try:
             remote = resolve(client, campaign)
         except SiteError as exc:
-            raise CampaignError(f"the coordinator at {url}: {exc}") from None
+            raise CampaignFileError(f"the coordinator at {url}: {exc}") from None
         yield remote

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from reservoir.campaigns._spec import Campaign, CampaignError, load
+from reservoir.campaigns._spec import Campaign, CampaignFileError, load
 from reservoir.campaigns.results import CampaignRun, format_summary, summary_rows
 from reservoir.campaigns.run.progress import Progress
 from reservoir.campaigns.run.runner import Cancelled, estimates, run_campaign
@@ -57,17 +57,17 @@ def _coordinator(url: str | None, token_file: Path | None) -> tuple[str, str | N
     try:
         token = read_token(token_file)
     except UploadError as exc:
-        raise CampaignError(f"--token-file: {exc}") from None
+        raise CampaignFileError(f"--token-file: {exc}") from None
     return (url or os.environ.get(ENV_SERVER) or DEFAULT_SERVER), token
 
 
 def _with_repetitions(campaign: Campaign, repetitions: int | None, quick: bool) -> Campaign:
     """The campaign with ``--repetitions`` in place of the file's, for the part that
-    runs; a count out of range is a :class:`CampaignError`."""
+    runs; a count out of range is a :class:`CampaignFileError`."""
     if repetitions is None:
         return campaign
     if not 1 <= repetitions <= MAX_REPETITIONS:
-        raise CampaignError(f"--repetitions: 1 to {MAX_REPETITIONS}, got {repetitions}")
+        raise CampaignFileError(f"--repetitions: 1 to {MAX_REPETITIONS}, got {repetitions}")
     if quick:
         return dataclasses.replace(campaign, quick_repetitions=repetitions)
     return dataclasses.replace(campaign, repetitions=repetitions)
@@ -105,7 +105,7 @@ def _run(
     except Exception as exc:
         prog.finish("failed", str(exc) or type(exc).__name__)
         prog.say(f"{PROG}: {exc}")
-        return 2 if isinstance(exc, CampaignError) else 1
+        return 2 if isinstance(exc, CampaignFileError) else 1
     finally:
         signal.signal(signal.SIGTERM, previous)
     return _finish(prog, result, out)
@@ -124,7 +124,7 @@ def run_main(
         campaign = _with_repetitions(load(file), repetitions, quick)
         real = campaign.topology.kind == "real"
         remote = _coordinator(coordinator, token_file) if real else None
-    except CampaignError as exc:
+    except CampaignFileError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     why = None if real else netns.can_create()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from reservoir.campaigns._estimate import run_seconds
 from reservoir.campaigns._scenario import PEERS, Scenario
-from reservoir.campaigns._spec import Campaign, CampaignError
+from reservoir.campaigns._spec import Campaign, CampaignFileError
 from reservoir.campaigns.report import report_html
 from reservoir.campaigns.results import (
     CampaignRun,
@@ -164,7 +164,7 @@ def _run_remote(remote: Remote, sc: Scenario, rep: int, prog: Progress, _work: P
     if sc.tool == "iperf3":
         return run_iperf3_remote(remote, sc, rep, prog.tick)
     if sc.tool in PEERS:  # the campaign's check refuses them first
-        raise CampaignError(f"{sc.tool} runs need a lab or loopback topology")
+        raise CampaignFileError(f"{sc.tool} runs need a lab or loopback topology")
     return run_reservoir(remote, sc, rep, (), prog.tick)
 
 
@@ -215,7 +215,7 @@ def run_campaign(
     record = _Record(result, out, prog)
     if campaign.topology.kind == "real":
         if coordinator is None:
-            raise CampaignError("topology.real: give the coordinator it is registered in")
+            raise CampaignFileError("topology.real: give the coordinator it is registered in")
         with connect(campaign, *coordinator) as remote:
             result.topology = topology_record(campaign, remote)
             for sc, rep in runs:

@@ -22,8 +22,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from reservoir.campaigns._spec import CampaignError
+from reservoir.campaigns._spec import CampaignFileError
 from reservoir.campaigns._topology import Topology
+from reservoir.campaigns.errors import CampaignError
 from reservoir.lab import spec as labspec
 from reservoir.lab.bench_copy import (
     Source,
@@ -47,7 +48,7 @@ STRIPE_UNIT = 8 << 20
 Json = dict[str, Any]
 
 
-class SiteError(RuntimeError):
+class SiteError(CampaignError):
     """The coordinator refused a registration, or a process did not start."""
 
 
@@ -105,7 +106,7 @@ class Place:
 
 
 def path_ends(spec: labspec.Spec, topo: Topology) -> list[PathEnds]:
-    """The paths of a lab topology; CampaignError for a path that does not join the
+    """The paths of a lab topology; CampaignFileError for a path that does not join the
     source and the destination directly (the runner reaches the destination over each
     path's own link)."""
     assert topo.source is not None and topo.destination is not None
@@ -114,7 +115,7 @@ def path_ends(spec: labspec.Spec, topo: Topology) -> list[PathEnds]:
         link = spec.link(name)
         other = link.b if link.a == topo.source else link.a
         if other != topo.destination:
-            raise CampaignError(
+            raise CampaignFileError(
                 f"topology.paths: link {name} joins {topo.source} and {other}; the runner"
                 f" needs every path to join the source and the destination {topo.destination}"
             )
@@ -136,7 +137,7 @@ def place(topo: Topology, spec: labspec.Spec | None) -> Iterator[Place]:
     """The lab of ``spec`` up (loopback: a namespace with ``lo`` only), torn down after,
     also on failure."""
     if topo.kind == "real":
-        raise CampaignError(
+        raise CampaignFileError(
             "topology.real: running on registered agents and links is not built yet;"
             " use a lab or loopback topology"
         )

@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from reservoir.pacing.errors import PacingError
+
 __all__ = [
     "KEY_SIZE",
     "BpfUnavailable",
@@ -186,7 +188,7 @@ def key_of(sock: socket.socket) -> bytes:
 # ------------------------------------------------------------ setup
 
 
-class BpfUnavailable(RuntimeError):  # noqa: N818 (names a state, not a failure)
+class BpfUnavailable(PacingError):  # noqa: N818 (names a state, not a failure)
     """The program cannot be loaded or attached here; the message says why."""
 
 

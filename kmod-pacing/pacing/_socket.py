@@ -12,6 +12,7 @@ import socket
 import struct
 
 from reservoir.agent.telemetry import sample
+from reservoir.pacing.errors import PacingError
 
 __all__ = ["SO_MAX_PACING_RATE", "UNLIMITED", "apply", "clear", "pacing_rate"]
 
@@ -20,7 +21,7 @@ SO_MAX_PACING_RATE = 47
 UNLIMITED = 2**64 - 1
 
 
-class NoRttSampleError(RuntimeError):
+class NoRttSampleError(PacingError):
     """TCP_INFO has no srtt or MSS yet, so no rate can be derived from a window."""
 
 

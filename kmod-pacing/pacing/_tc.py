@@ -26,14 +26,11 @@ from pyroute2.netlink.exceptions import NetlinkError  # type: ignore[import-unty
 from pyroute2.netlink.rtnl.tcmsg import plugins  # type: ignore[import-untyped]
 
 from reservoir.pacing import _tc_fq
+from reservoir.pacing.errors import PacingError
 
 TC_H_ROOT = 0xFFFFFFFF
 NETNS_DIR = "/run/netns"
 U32_MAX = (1 << 32) - 1
-
-
-class PacingError(RuntimeError):
-    """A pacing request the kernel refused, or state that does not allow it."""
 
 
 class DeviceNotFoundError(PacingError, LookupError):

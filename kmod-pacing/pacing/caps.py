@@ -22,6 +22,8 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
+from reservoir.pacing.errors import PacingError
+
 from . import _socket
 from ._bpf import BpfUnavailable, ClampProgram
 from ._build import BuildError, build
@@ -35,7 +37,7 @@ MECHANISM_PACING = "so-max-pacing-rate"
 _log = logging.getLogger(__name__)
 
 
-class CapError(RuntimeError):
+class CapError(PacingError):
     """A cap that cannot be applied to this socket; the message says why."""
 
 

@@ -52,7 +52,8 @@ from typing import Any
 
 from reservoir.common.store import write_atomic
 from reservoir.pacing import _tc
-from reservoir.pacing._tc import DeviceNotFoundError, PacingError, QdiscBusyError
+from reservoir.pacing._tc import DeviceNotFoundError, QdiscBusyError
+from reservoir.pacing.errors import PacingError
 
 __all__ = [
     "DEFAULT_KIND",

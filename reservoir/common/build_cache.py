@@ -14,10 +14,12 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from reservoir.common.errors import ReservoirError
+
 __all__ = ["BuildError", "cache_dir", "compiled"]
 
 
-class BuildError(RuntimeError):
+class BuildError(ReservoirError):
     """A program could not be compiled; the message says why and what to install."""
 
 

@@ -20,12 +20,14 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from reservoir.common.errors import ReservoirError
+
 __all__ = ["SettingsFileError", "describe", "read_table", "toml_type"]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-class SettingsFileError(ValueError):
+class SettingsFileError(ReservoirError):
     """A settings file that cannot be used: the file, then each problem."""
 
     def __init__(self, path: Path, problems: Sequence[str]) -> None:

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+from fastapi import status
 
 from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.errors import ServerError
 
 __all__ = [
     "AgentClient",
@@ -42,8 +44,10 @@ Json = dict[str, Any]
 TIMEOUT = 10.0  # seconds per request; pausing a copy waits for its checkpoint
 
 
-class AgentError(Exception):
+class AgentError(ServerError):
     """Talking to an agent went wrong; the message says how (never with the token)."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
 
 
 class AgentUnreachableError(AgentError):
@@ -54,7 +58,7 @@ class AgentRefusedError(AgentError):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(f"the agent refused ({status}): {detail}")
         self.status = status
-        self.detail = detail
+        self.answer = detail
 
 
 @dataclass(frozen=True, slots=True)

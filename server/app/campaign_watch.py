@@ -388,7 +388,7 @@ class CampaignWatcher:
         error: str | None = None
         try:
             stored = validate_results(json.loads(path.read_bytes()))
-        except (OSError, ValueError) as exc:  # ResultsError and JSONDecodeError are ValueErrors
+        except (OSError, ValueError, ResultsError) as exc:  # ValueError: not JSON
             why = str(exc) if isinstance(exc, ResultsError) else f"not JSON: {exc}"
             error = f"results.json: {why}"
         if live is not None:

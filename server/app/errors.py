@@ -2,10 +2,19 @@
 
 ::
 
-    ServerError
+    ServerError                      500
      +-- NotFoundError          404  "no agent 'x'"
      +-- ConflictError          409  name taken, still in use, refused state change
      +-- InvalidRequestError    422  FastAPI's shape: detail = [{loc, msg, type}]
+     |    +-- InvalidFieldsError     a campaign file's problems, one entry each
+     +-- AgentError             502  talking to an agent went wrong (agent_client.py)
+     |    +-- AgentUnreachableError  no useful answer; the scheduler retries
+     |    +-- AgentRefusedError      the agent answered with an error status
+     +-- SettingsError               the configuration is unusable (core/config.py; at start)
+     +-- SecretKeyError              the key file is unusable (core/secret_key.py; at start)
+
+The domain's errors (:mod:`reservoir.server.domain.errors`) are translated into
+these by the services.
 
 Services raise these; routes never build HTTP errors for domain problems.
 """
@@ -16,6 +25,8 @@ from collections.abc import Sequence
 
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
+
+from reservoir.common.errors import ReservoirError
 
 __all__ = [
     "ConflictError",
@@ -28,7 +39,7 @@ __all__ = [
 Loc = Sequence[str | int]
 
 
-class ServerError(Exception):
+class ServerError(ReservoirError):
     status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
 
     def detail(self) -> object:

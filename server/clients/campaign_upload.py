@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reservoir.campaigns.results import CampaignRun, ResultsError
+from reservoir.server.clients.errors import ClientError
 from reservoir.server.clients.transfer_cli import DEFAULT_SERVER, ENV_SERVER, ENV_TOKEN
 
 __all__ = ["add_upload_parser", "upload"]
@@ -33,7 +34,7 @@ PROG = "reservoir campaign upload"
 TIMEOUT = 120.0  # results of a long campaign are tens of MB
 
 
-class UploadError(Exception):
+class UploadError(ClientError):
     """A local problem (file, token file): exit 2."""
 
 

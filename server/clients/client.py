@@ -1,11 +1,10 @@
 """A small typed client of the coordinator's API (``/api/v1``), on httpx.
 
-Errors are translated once, in :func:`_translated`, into this tree::
-
-    ClientError                  the message is one clear line
-     +-- UnreachableError        no answer: refused, timed out, not a URL we can use
-     +-- ApiError                an HTTP error status: ``status``, ``message``, ``fields``
-     +-- UnexpectedAnswerError   an answer that is not what the API documents
+httpx's errors and the coordinator's error answers are translated once, in
+:func:`_translated`, into the clients' tree (:mod:`.errors`): ``UnreachableError``
+(no answer: refused, timed out, not a URL we can use), ``ApiError`` (an HTTP error
+status: ``status``, ``message``, ``fields``) and ``UnexpectedAnswerError`` (an
+answer that is not what the API documents).
 
 The bodies are the coordinator's own models (``models.py``), so a field renamed on
 the server is a type error here too. The token travels in ``Authorization: Bearer``
@@ -32,6 +31,7 @@ from reservoir.server.app.models import (
     TransferPublic,
     VolumeSetPublic,
 )
+from reservoir.server.clients.errors import ClientError
 
 __all__ = [
     "API_PREFIX",
@@ -50,10 +50,6 @@ DEFAULT_TIMEOUT = 10.0
 ACTIONS = ("pause", "resume", "cancel")
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class ClientError(Exception):
-    """A request to the coordinator failed; ``str()`` is one line for the user."""
 
 
 class UnreachableError(ClientError):

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from reservoir.server.clients.errors import ClientError
+
 if TYPE_CHECKING:  # imported on use: other ``reservoir`` commands must not pay for httpx
     from reservoir.server.app.models import (
         LegPublic,
@@ -457,13 +459,12 @@ def watch(
 # ---------------------------------------------------------------- actions
 
 
-class UsageError(Exception):
+class UsageError(ClientError):
     """Arguments the API's models refuse before anything is sent (exit status 2)."""
 
 
 def resolve(items: Sequence[VolumeSetPublic] | Sequence[LinkPublic], ref: str, kind: str) -> str:
     """The id of the item whose id, else whose name, is ``ref``."""
-    from reservoir.server.clients.client import ClientError  # noqa: PLC0415 - lazy, as in main()
 
     for item in items:
         if item.id == ref:
@@ -620,7 +621,7 @@ def run_action(
     with a client: 0 or the action's status; 2 for a usage error, 1 for the API's
     refusal or an unreachable coordinator, each said on ``err`` in the API's words."""
     # Lazy: httpx and the client (0.17 s) load for this command only.
-    from reservoir.server.clients.client import ApiError, ClientError, CoordinatorClient  # noqa: PLC0415
+    from reservoir.server.clients.client import ApiError, CoordinatorClient  # noqa: PLC0415
 
     out = out or sys.stdout
     err = err or sys.stderr

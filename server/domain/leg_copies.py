@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 from reservoir.common.placement import placement
 from reservoir.server.app.agent_client import AgentRef
 from reservoir.server.app.tables import Agent, AgentVolume, Link, Transfer, TransferLeg, VolumeSet
+from reservoir.server.domain.errors import VolumeError
 from reservoir.server.domain.pacing import copy_caps, link_sharing
 
 __all__ = [
@@ -58,10 +59,6 @@ ISCSI_PORT = 3260
 MiB = 1 << 20
 MIN_EXTENT, MAX_EXTENT = 1 * MiB, 64 * MiB
 EXTENTS_PER_STREAM = 16
-
-
-class VolumeError(ValueError):
-    """A volume cannot take part as registered (the message says what to register)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reservoir.common.striping import locate, striped_capacity, unit_end
+from reservoir.server.domain.errors import LayoutError
 
 __all__ = [
     "MAX_SEGMENTS",
@@ -98,7 +99,7 @@ def compute_legs(source: StripeLayout, dest: StripeLayout) -> list[Leg]:
     period = math.lcm(source.stripe_unit * source.members, dest.stripe_unit * dest.members)
     walked = min(total, period)
     if walked // source.stripe_unit + walked // dest.stripe_unit > MAX_SEGMENTS:
-        raise ValueError("the stripe units of the two volume sets have no workable common period")
+        raise LayoutError("the stripe units of the two volume sets have no workable common period")
     per_period = _pair_bytes(source, dest, walked)
     if total > walked:
         repeats, rest = divmod(total, period)
@@ -110,7 +111,7 @@ def compute_legs(source: StripeLayout, dest: StripeLayout) -> list[Leg]:
 
 
 def check_supported(source: StripeLayout, dest: StripeLayout) -> None:
-    """Raises ``ValueError`` unless the agents' engine can carry the transfer.
+    """Raises :class:`LayoutError` unless the agents' engine can carry the transfer.
 
     An agent copy reads one source member and writes one destination, or stripes it
     over several destinations with one stripe unit (destination ``m`` of ``k`` gets
@@ -119,12 +120,12 @@ def check_supported(source: StripeLayout, dest: StripeLayout) -> None:
     then feeds destination members ``i, i + ns, i + 2 ns, ...`` in that order.
     """
     if source.stripe_unit != dest.stripe_unit:
-        raise ValueError(
+        raise LayoutError(
             f"the stripe units differ ({source.stripe_unit} and {dest.stripe_unit} bytes); "
             + SUPPORTED_LAYOUTS
         )
     if dest.members % source.members:
-        raise ValueError(
+        raise LayoutError(
             f"{dest.members} destination members for {source.members} source members; "
             + SUPPORTED_LAYOUTS
         )

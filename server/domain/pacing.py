@@ -38,6 +38,7 @@ from reservoir.common.pacing_plan import NicSpec, PacingPlan, StreamSpec
 from reservoir.common.placement import placement
 from reservoir.server.app.models import PacingPolicy
 from reservoir.server.app.tables import Agent, Link
+from reservoir.server.domain.errors import VolumeError
 from reservoir.server.domain.probe import recommended_nic_rates
 
 __all__ = ["PAYLOAD_PER_FRAME", "copy_caps", "link_sharing"]
@@ -59,7 +60,7 @@ def _nic_speed(agent: Agent, name: str) -> float:
     for nic in agent.nics:
         if nic.name == name:
             return float(nic.speed_bps)
-    raise ValueError(f"agent {agent.name!r} has no NIC {name!r}")
+    raise VolumeError(f"agent {agent.name!r} has no NIC {name!r}")
 
 
 def plan_for(

@@ -33,6 +33,7 @@ from reservoir.server.app.agent_client import AgentError, AgentRef
 from reservoir.server.app.errors import ConflictError, InvalidRequestError
 from reservoir.server.app.models import ProbeCreate, ProbeRunPublic, TransferCreate
 from reservoir.server.app.tables import Agent, Link, utcnow
+from reservoir.server.domain.errors import DomainError
 
 __all__ = [
     "TOLERANCE",
@@ -52,7 +53,7 @@ SIDE = {"a-to-b": "a", "b-to-a": "b"}  # the sending side of a direction
 Json = dict[str, Any]
 
 
-class ProbeError(Exception):
+class ProbeError(DomainError):
     """A run of the probe went wrong (iperf3's own error, a run that never ended)."""
 
 

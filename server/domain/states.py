@@ -21,6 +21,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from reservoir.server.app.models import TransferState
+from reservoir.server.domain.errors import TransitionError
 
 __all__ = ["TRANSITIONS", "Action", "TransitionError", "next_state"]
 
@@ -49,10 +50,6 @@ TRANSITIONS: dict[Action, dict[TransferState, TransferState]] = {
     Action.COMPLETE: {S.RUNNING: S.COMPLETED},
     Action.FAIL: {S.RUNNING: S.FAILED},
 }
-
-
-class TransitionError(ValueError):
-    """The transfer's state does not allow the action (the API answers 409)."""
 
 
 def next_state(state: TransferState, action: Action) -> TransferState:

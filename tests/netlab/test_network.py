@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from reservoir.lab import netns
+from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab, LabState, proc_start_time
 from reservoir.lab.peers import stop_process
 from reservoir.lab.spec import Spec, parse
@@ -164,7 +165,7 @@ def test_up_failure_removes_only_what_it_created() -> None:
     foreign = lab.ns("b")  # someone else's namespace, in the way
     netns.add(foreign)
     try:
-        with pytest.raises(netns.LabError, match=f"namespace {foreign} already exists"):
+        with pytest.raises(LabError, match=f"namespace {foreign} already exists"):
             lab.up()
         assert [ns for ns in netns.names() if ns.startswith(lab.prefix)] == [foreign]
     finally:

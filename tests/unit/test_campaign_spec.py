@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reservoir import campaigns as campaign
-from reservoir.campaigns import Campaign, CampaignError, Scenario, load, parse
+from reservoir.campaigns import Campaign, CampaignFileError, Scenario, load, parse
 from reservoir.campaigns import _estimate as model
 
 QUICK_BUDGET_S = 15 * 60
@@ -79,7 +79,7 @@ def changed(**sections: dict[str, Any] | Any) -> dict[str, Any]:
 
 
 def errors_of(data: dict[str, Any]) -> list[str]:
-    with pytest.raises(CampaignError) as info:
+    with pytest.raises(CampaignFileError) as info:
         parse(data)
     return str(info.value).splitlines()
 
@@ -721,7 +721,7 @@ def test_load_reads_a_file_and_checks_its_name(tmp_path: Path) -> None:
     assert load(good).name == "lfn-2x500m-100ms"
     other = tmp_path / "other.toml"
     other.write_text(text)
-    with pytest.raises(CampaignError) as info:
+    with pytest.raises(CampaignFileError) as info:
         load(other)
     assert str(info.value).splitlines() == [
         f"{other}:",
@@ -732,9 +732,9 @@ def test_load_reads_a_file_and_checks_its_name(tmp_path: Path) -> None:
 def test_load_reports_unreadable_and_invalid_toml(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("name = \n")
-    with pytest.raises(CampaignError, match="not valid TOML"):
+    with pytest.raises(CampaignFileError, match="not valid TOML"):
         load(bad)
-    with pytest.raises(CampaignError, match="cannot read"):
+    with pytest.raises(CampaignFileError, match="cannot read"):
         load(tmp_path / "missing.toml")
 
 
@@ -765,7 +765,7 @@ def test_estimate_bounds_loss_based_cc_by_mathis() -> None:
 
 def test_public_names_are_exactly_all() -> None:
     assert set(campaign.__all__) == {
-        "CAMPAIGN_DIR", "DIMENSIONS", "DATA_ROOT", "Campaign", "CampaignError", "Event",
+        "CAMPAIGN_DIR", "DIMENSIONS", "DATA_ROOT", "Campaign", "CampaignFileError", "Event",
         "Matrix", "Scenario", "Topology", "load", "parse", "shipped",
     }  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)

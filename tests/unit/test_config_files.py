@@ -40,7 +40,7 @@ KINDS: dict[str, tuple[str, Loader, type[Exception]]] = {
     "server": ("server*.toml", load_server, ServerSettingsError),
     "target": ("target*.toml", _load_target, target_config.ConfigError),
     "lab": ("lab/*.toml", spec.load, spec.SpecError),
-    "campaign": ("campaigns/*.toml", campaign.load, campaign.CampaignError),
+    "campaign": ("campaigns/*.toml", campaign.load, campaign.CampaignFileError),
     "tuning": ("tuning/*.toml", _load_tuning, ProfileError),
 }
 

@@ -16,13 +16,11 @@ last test fails when one of them is gone, so the list only shrinks.
 from __future__ import annotations
 
 import ast
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[2]
+from project_modules import PROJECT, modules
 
 # Longest prefix wins. 1 wire, disk and shared pieces; 2 roles on a host; 3 the
 # transfer engine; 4 services (the agent's control API, the coordinator: its records
@@ -64,6 +62,7 @@ LAYERS: dict[str, float] = {
     "reservoir.__main__": 5,
     "reservoir.lab": 5,
     "reservoir.lab.spec": 3,  # a lab's description, parsed: what campaigns are built on
+    "reservoir.lab.errors": 3,  # the lab's error tree, raised by the spec too
     "reservoir.campaigns": 3,  # campaigns, their results and reports
     "reservoir.campaigns.run": 5,
     "reservoir.campaigns.cli": 5,
@@ -88,24 +87,6 @@ class Edge:
 
     def __str__(self) -> str:
         return f"{self.importer} -> {self.imported} (line {self.line})"
-
-
-@cache
-def modules() -> dict[str, Path]:
-    """Every module of the mapped packages: dotted name -> file."""
-    with open(PROJECT / "pyproject.toml", "rb") as f:
-        roots = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
-    found = {}
-    for package, folder in roots.items():
-        base = PROJECT / folder
-        for file in base.rglob("*.py"):
-            if "node_modules" in file.parts:
-                continue
-            parts = list(file.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join([package, *parts])] = file
-    return found
 
 
 def _known_module(name: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reservoir.common.striping import striped_capacity
+from reservoir.server.domain.errors import LayoutError
 from reservoir.server.domain.leg_copies import extent_size
 from reservoir.server.domain.legs import Leg, StripeLayout, compute_legs
 
@@ -69,7 +70,7 @@ def test_a_short_source_ends_inside_the_first_period() -> None:
 def test_stripe_units_without_a_workable_period_are_refused() -> None:
     source = StripeLayout([1 << 44] * 7, 4096 * 10007)
     dest = StripeLayout([1 << 44] * 11, 4096 * 10009)
-    with pytest.raises(ValueError, match="common period"):
+    with pytest.raises(LayoutError, match="common period"):
         compute_legs(source, dest)
 
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reservoir.agent.iscsi.errors import IscsiError
 from reservoir.agent.iscsi.text import (
     MAX_KEY_BYTES,
     TextAssembler,
@@ -77,8 +78,8 @@ def test_parse_rejects(data: bytes, message: str) -> None:
         parse_text(data)
 
 
-def test_text_error_is_a_value_error() -> None:
-    assert issubclass(TextError, ValueError)
+def test_text_error_is_the_protocols_not_a_value_error() -> None:
+    assert issubclass(TextError, IscsiError) and not issubclass(TextError, ValueError)
 
 
 def test_key_limits_and_special_keys() -> None:

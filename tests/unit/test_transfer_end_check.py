@@ -14,7 +14,8 @@ from reservoir.agent.initiator import WriteData
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer._endpoints import Channel, PathSpec
-from reservoir.agent.transfer._engine import CopyError, CopyOptions, Run
+from reservoir.agent.transfer._engine import CopyOptions, Run
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._plan import ServerPair, make_plan
 from reservoir.agent.transfer._progress import Progress
 from reservoir.agent.transfer._summary import CopySummary

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.transfer import _engine
-from reservoir.agent.transfer._engine import CopyError, CopyOptions, copy
+from reservoir.agent.transfer._engine import CopyOptions, copy
+from reservoir.agent.transfer._errors import CopyError
 
 SIZE = 1 << 20
 

@@ -20,7 +20,8 @@ from reservoir.agent.transfer._endpoints import (
     PathSpec,
     pair_binds,
 )
-from reservoir.agent.transfer._engine import CopyError, CopyOptions, Run
+from reservoir.agent.transfer._engine import CopyOptions, Run
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._paths import Pinger
 from reservoir.agent.transfer._plan import ServerPair, make_plan
 from reservoir.agent.transfer._summary import CopySummary, format_summary

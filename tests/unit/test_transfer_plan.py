@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reservoir.agent.transfer import Plan, Queues, ServerPair, make_plan
+from reservoir.agent.transfer import Plan, PlanError, Queues, ServerPair, make_plan
 from reservoir.common.striping import member_ends
 
 
@@ -52,11 +52,11 @@ def test_round_robin() -> None:
 
 
 def test_refuses_unaligned_or_empty() -> None:
-    with pytest.raises(ValueError, match="aligned"):
+    with pytest.raises(PlanError, match="aligned"):
         plan_of(100, 4096, 4096)
-    with pytest.raises(ValueError, match="aligned"):
+    with pytest.raises(PlanError, match="aligned"):
         plan_of(0, 1000, 4096)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(PlanError, match="positive"):
         plan_of(0, 0, 4096)
 
 
@@ -152,5 +152,5 @@ def test_stealing_stays_inside_the_pair() -> None:
 
 
 def test_stripe_unit_must_be_block_aligned_with_several_destinations() -> None:
-    with pytest.raises(ValueError, match="stripe unit"):
+    with pytest.raises(PlanError, match="stripe unit"):
         striped(0, 8 << 20, 1000, 2)

@@ -20,10 +20,10 @@ from reservoir.agent.tuning import (
     WOULD_CHANGE,
     Ethtool,
     Host,
+    HostRefusedError,
     LinkState,
     Outcome,
     Profile,
-    RefusedError,
     Report,
     Sysctl,
     apply_profile,
@@ -62,9 +62,9 @@ class FakeLinks:
     def set(self, ifname: str, *, mtu: int | None = None, txqueuelen: int | None = None) -> None:
         link = self.links.get(ifname)
         if link is None:
-            raise RefusedError(f"ENODEV: no network device {ifname} here")
+            raise HostRefusedError(f"ENODEV: no network device {ifname} here")
         if mtu is not None and mtu > self.max_mtu:
-            raise RefusedError("EINVAL: Invalid argument")
+            raise HostRefusedError("EINVAL: Invalid argument")
         self.links[ifname] = LinkState(
             link.index,
             link.mtu if mtu is None else mtu,
@@ -175,7 +175,7 @@ def test_write_refused_by_the_kernel_is_reported_and_not_recorded(
     class Picky(Sysctl):
         def write(self, key: str, value: str) -> None:
             if key == "net.ipv4.tcp_wmem":
-                raise RefusedError("EINVAL: Invalid argument (the kernel rejected it)")
+                raise HostRefusedError("EINVAL: Invalid argument (the kernel rejected it)")
             super().write(key, value)
 
     host = Host(Picky(root), FakeLinks(), FakeCoalescer(), NETNS)
@@ -194,7 +194,7 @@ def test_optional_value_the_kernel_does_not_know_is_skipped(root: Path, state_di
     class NoFq(Sysctl):
         def write(self, key: str, value: str) -> None:
             if value == "fq":  # what writing an unbuilt qdisc to default_qdisc gives
-                raise RefusedError("ENOENT: No such file or directory (...)", absent=True)
+                raise HostRefusedError("ENOENT: No such file or directory (...)", absent=True)
             super().write(key, value)
 
     (root / "net/core/default_qdisc").write_text("pfifo_fast\n")

@@ -53,6 +53,7 @@ from pydantic import (
     model_validator,
 )
 
+from reservoir.agent.control.errors import ControlError
 from reservoir.common import tokens as token_rule
 from reservoir.common.listen import parse_listen
 from reservoir.common.settings_file import SettingsFileError, describe, read_table
@@ -70,7 +71,7 @@ DEFAULT_LISTEN = "127.0.0.1:8740"
 MIN_TOKEN_LENGTH = 16
 
 
-class AgentSettingsError(ValueError):
+class AgentSettingsError(ControlError):
     """The agent's configuration is unusable; the message is one clear line."""
 
 

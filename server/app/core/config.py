@@ -56,6 +56,7 @@ from pydantic_settings import (
 from reservoir.common import tokens as token_rule
 from reservoir.common.listen import parse_listen  # one HOST:PORT rule
 from reservoir.common.settings_file import SettingsFileError, describe, read_table
+from reservoir.server.app.errors import ServerError
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -86,7 +87,7 @@ NO_SHARED_AGENT_TOKENS = (
 )
 
 
-class SettingsError(ValueError):
+class SettingsError(ServerError):
     """The coordinator's configuration is unusable; the message is one clear line."""
 
 

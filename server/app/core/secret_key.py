@@ -17,12 +17,14 @@ import secrets
 import stat
 from pathlib import Path
 
+from reservoir.server.app.errors import ServerError
+
 __all__ = ["KEY_BYTES", "SecretKeyError", "load_or_create"]
 
 KEY_BYTES = 32
 
 
-class SecretKeyError(ValueError):
+class SecretKeyError(ServerError):
     """The key file is unusable; the message names it and says what to do."""
 
 

@@ -126,7 +126,7 @@ def _unconfirmed(body: AgentCreate, exc: AgentError) -> InvalidRequestError:
         return InvalidRequestError(
             ("name",),
             f"{head}: it refused the coordinator's token for {body.name!r} "
-            f"({exc.status}: {exc.detail}); configure the agent with what "
+            f"({exc.status}: {exc.answer}); configure the agent with what "
             f"`reservoir server agent-credentials {body.name}` prints",
         )
     reason = str(exc).removeprefix(f"agent {body.name!r}: ")

@@ -22,7 +22,7 @@ from reservoir.campaigns import (
     CAMPAIGN_DIR,
     DATA_ROOT,
     Campaign,
-    CampaignError,
+    CampaignFileError,
     load,
     shipped,
 )
@@ -159,7 +159,7 @@ def available() -> list[CampaignAvailable]:
         entry: dict[str, Any] = {"name": path.stem, "file": str(file)}
         try:
             c = load(path)
-        except CampaignError as exc:
+        except CampaignFileError as exc:
             entry["error"] = str(exc)
         else:
             entry.update(
@@ -203,7 +203,7 @@ def resolve(name: str) -> Path:
 def _load(path: Path, quick: bool) -> Campaign:
     try:
         campaign = load(path)
-    except CampaignError as exc:
+    except CampaignFileError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         if len(lines) > 1 and lines[0].endswith(":"):  # the file's path: the loc says it
             lines = lines[1:]

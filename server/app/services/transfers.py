@@ -33,6 +33,7 @@ from reservoir.server.app.tables import (
     VolumeSet,
     utcnow,
 )
+from reservoir.server.domain.errors import LayoutError
 from reservoir.server.domain.legs import check_supported, compute_legs
 from reservoir.server.domain.probe import apply_recommendation
 from reservoir.server.domain.scheduler import Scheduler
@@ -144,7 +145,7 @@ def _legs(
     try:
         check_supported(volume_sets.layout(src), volume_sets.layout(dst))
         plan = compute_legs(volume_sets.layout(src), volume_sets.layout(dst))
-    except ValueError as exc:
+    except LayoutError as exc:
         raise InvalidRequestError(("destination",), str(exc)) from None
     legs = []
     for index, leg in enumerate(plan):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from reservoir.agent.control.api.deps import Authorized, ManagerDep
-from reservoir.agent.control.copies import CopyConflictError, CopyJob, UnknownCopyError
+from reservoir.agent.control.copies import CopyJob
 from reservoir.agent.control.info import congestion_control
 from reservoir.agent.control.models import (
     CapsBase,
@@ -19,7 +17,6 @@ from reservoir.agent.control.models import (
     CopyPublic,
 )
 from reservoir.agent.control.nic_pacing import NicPacer
-from reservoir.agent.control.volumes import VolumeRefusedError
 from reservoir.agent.telemetry import Record
 
 __all__ = ["NOT_RUNNING", "caps_public", "copy_public", "router"]
@@ -71,17 +68,6 @@ def copy_public(job: CopyJob, pacer: NicPacer | None = None) -> CopyPublic:
     )
 
 
-def _job(manager: ManagerDep, copy_id: str) -> CopyJob:
-    try:
-        return manager.get(copy_id)
-    except UnknownCopyError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no copy {copy_id!r}") from None
-
-
-def _conflict(exc: CopyConflictError) -> HTTPException:
-    return HTTPException(status.HTTP_409_CONFLICT, str(exc))
-
-
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -100,12 +86,11 @@ async def create_copy(body: CopyCreate, manager: ManagerDep, response: Response)
                 f"congestion control {body.congestion!r} is not available on this host"
                 f" ({' '.join(available) or 'none listed'})",
             )
-    with _transition():
-        job = manager.existing(body)
-        if job is not None:
-            response.status_code = status.HTTP_200_OK
-            return copy_public(job, manager.pacer)
-        return copy_public(manager.create(body), manager.pacer)
+    job = manager.existing(body)
+    if job is not None:
+        response.status_code = status.HTTP_200_OK
+        return copy_public(job, manager.pacer)
+    return copy_public(manager.create(body), manager.pacer)
 
 
 @router.get("")
@@ -115,26 +100,12 @@ async def list_copies(manager: ManagerDep) -> list[CopyPublic]:
 
 @router.get("/{copy_id}")
 async def get_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
-    return copy_public(_job(manager, copy_id), manager.pacer)
-
-
-@contextmanager
-def _transition() -> Iterator[None]:
-    """A state change the copy's state does not allow answers 409; a copy that names
-    a local path that is not one of the agent's volumes, 403."""
-    try:
-        yield
-    except CopyConflictError as exc:
-        raise _conflict(exc) from None
-    except VolumeRefusedError as exc:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, str(exc)) from None
+    return copy_public(manager.get(copy_id), manager.pacer)
 
 
 @router.post("/{copy_id}/pause")
 async def pause_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
-    _job(manager, copy_id)
-    with _transition():
-        return copy_public(await manager.pause(copy_id), manager.pacer)
+    return copy_public(await manager.pause(copy_id), manager.pacer)
 
 
 @router.post(
@@ -142,16 +113,12 @@ async def pause_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
     responses={403: {"description": "the copy names a path that is no longer a volume"}},
 )
 async def resume_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
-    _job(manager, copy_id)
-    with _transition():
-        return copy_public(manager.resume(copy_id), manager.pacer)
+    return copy_public(manager.resume(copy_id), manager.pacer)
 
 
 @router.post("/{copy_id}/cancel")
 async def cancel_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
-    _job(manager, copy_id)
-    with _transition():
-        return copy_public(await manager.cancel(copy_id), manager.pacer)
+    return copy_public(await manager.cancel(copy_id), manager.pacer)
 
 
 @router.get("/{copy_id}/telemetry", response_model=list[Record])
@@ -160,15 +127,10 @@ async def copy_telemetry(
 ) -> Response:
     """The newest ``limit`` records, oldest first (the file's own JSON lines: served
     twice a second per running copy, they are not decoded and encoded again)."""
-    _job(manager, copy_id)
     return Response(manager.telemetry_json(copy_id, limit), media_type="application/json")
 
 
 @router.put("/{copy_id}/caps")
 async def set_caps(copy_id: CopyId, body: CapsCreate, manager: ManagerDep) -> CapsPublic:
-    _job(manager, copy_id)
-    try:
-        job = manager.set_caps(copy_id, CapsBase.model_validate(body.model_dump()))
-    except CopyConflictError as exc:
-        raise _conflict(exc) from None
+    job = manager.set_caps(copy_id, CapsBase.model_validate(body.model_dump()))
     return caps_public(job, manager.pacer)

@@ -100,10 +100,10 @@ def _forwarded(agent: AgentRef) -> Iterator[None]:
             raise HTTPException(
                 status.HTTP_502_BAD_GATEWAY,
                 f"agent {agent.name}: it refused the coordinator's token ({exc.status}: "
-                f"{exc.detail}); give it the digest `reservoir server agent-credentials "
+                f"{exc.answer}); give it the digest `reservoir server agent-credentials "
                 f"{agent.name}` prints",
             ) from exc
-        raise HTTPException(exc.status, f"agent {agent.name}: {exc.detail}") from exc
+        raise HTTPException(exc.status, f"agent {agent.name}: {exc.answer}") from exc
     except AgentError as exc:  # AgentUnreachableError
         reason = str(exc).removeprefix(f"agent {agent.name!r}: ")
         raise HTTPException(

@@ -1,0 +1,24 @@
+"""The copy engine's errors: every way a copy fails reaches its caller as a
+:class:`CopyError` whose message is one clear line. The engine translates the layers
+below it (the initiator's, the protocol's, the storage engine's) into one, once, in
+``_engine._copy_errors``.
+
+::
+
+    CopyError
+     +-- PlanError        a range, extent size, stripe unit or stream count (_plan.py)
+     +-- EndpointError    a source or destination that cannot be used (_endpoints.py)
+     +-- CheckpointError  a checkpoint that cannot be read or does not fit (_checkpoint.py)
+     +-- HoldError        a volume another copy holds (_hold.py)
+     +-- VerifyError      an extent that did not verify after its retries (_stream.py)
+"""
+
+from __future__ import annotations
+
+from reservoir.common.errors import ReservoirError
+
+__all__ = ["CopyError"]
+
+
+class CopyError(ReservoirError):
+    """The copy failed; the message is one clear line."""
