@@ -1,4 +1,5 @@
-"""``reservoir lab ...``: bring a lab network up, take it down, cut and restore links.
+"""``reservoir lab ...``: bring a lab network up, take it down, cut and restore links;
+guests of the VM lab (``reservoir lab vm``, :mod:`reservoir.lab.vm.cli`).
 
 ::
 
@@ -25,6 +26,7 @@ from reservoir.lab import netns
 from reservoir.lab.errors import LabError
 from reservoir.lab.network import RUN_ROOT, Lab, LabState
 from reservoir.lab.spec import SpecError, load
+from reservoir.lab.vm import cli as vm_cli
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -43,6 +45,7 @@ def register(sub: Sub) -> None:
     p.add_argument("link", help="link name")
     p.add_argument("state", choices=["down", "up"], help="down cuts the link, up restores it")
     p.set_defaults(func=_link)
+    vm_cli.register(lsub)
 
 
 def state_path(spec: Path) -> Path:

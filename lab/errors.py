@@ -11,6 +11,8 @@ them and exit non-zero after tearing down what they built.
      +-- ForwardError        the forwarder cannot listen or start (forward.py)
      +-- TransferError       the coordinator refused a request or a transfer failed
      |                       (coord_site.py)
+     +-- VmUnavailable       guests cannot be built or booted here (vm/image.py)
+     +-- GuestCommandError   a command in a guest failed or timed out (vm/guest.py)
      +-- DemoError           what the demo needs is missing, or its transfer failed
      +-- StartBenchError     the agent refused a request or a copy failed (bench_start.py)
      +-- EqualizerBenchError the API refused a request or a transfer failed

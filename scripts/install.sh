@@ -16,6 +16,7 @@ APT_PACKAGES=(
     ethtool               # interrupt coalescing of tuning profiles (reservoir agent tune)
     clang llvm libbpf-dev bpftool  # the BPF sock_ops program of the pacing component
     chromium              # the dashboard's browser tests (Playwright drives it; no download)
+    qemu-system-x86 qemu-utils mmdebstrap e2fsprogs  # the VM lab: guests with Debian's kernel
 )
 
 missing=()

@@ -1,0 +1,176 @@
+"""open-iscsi, the Linux initiator storage nodes run, against our target: from a guest
+with Debian's kernel, over a real link from the lab namespace the target serves in.
+
+Discovery lists the portal; login with one-way CHAP and with mutual CHAP, header and
+data digests CRC32C; a file system made on the LUN, files written, unmounted, fsck
+clean, logged out and in again and read back equal by hash; a wrong secret refused
+while the target keeps serving; the target's log names the initiator. The session
+log is printed (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reservoir.lab.netns import exec_argv
+from reservoir.lab.peers import reservoir_command, stop_process
+from reservoir.lab.vm import Guest, lio
+from reservoir.lab.vm.open_iscsi import Chap, Node, OpenIscsi
+
+from .conftest import HOST_ADDRESS
+
+pytestmark = pytest.mark.vm
+
+PORTAL = f"{HOST_ADDRESS}:3260"
+INITIATOR = "iqn.2026-11.org.reservoir:guest1"
+ONE_WAY = "iqn.2026-11.org.reservoir:chap"
+MUTUAL = "iqn.2026-11.org.reservoir:mutual"
+HOST_CHAP = Chap("guest1", "guest1-secret-0123456789")
+TARGET_CHAP = Chap("target1", "target1-secret-9876543210")
+LUN_BYTES = 64 << 20
+FILES = 4  # of 4 MiB each
+
+
+def _config(tmp: Path) -> Path:
+    luns = {iqn: tmp / f"{iqn.rsplit(':', 1)[1]}.img" for iqn in (ONE_WAY, MUTUAL)}
+    for lun in luns.values():
+        with open(lun, "wb") as f:
+            f.truncate(LUN_BYTES)
+    chap = f'chap = {{ user = "{HOST_CHAP.user}", secret = "{HOST_CHAP.secret}" }}'
+    mutual = f'mutual_chap = {{ user = "{TARGET_CHAP.user}", secret = "{TARGET_CHAP.secret}" }}'
+    text = f'[server]\nportals = ["{PORTAL}"]\n'
+    for iqn, extra in ((ONE_WAY, ""), (MUTUAL, mutual)):
+        text += (
+            f'\n[[target]]\niqn = "{iqn}"\nallow = ["{INITIATOR}"]\n{chap}\n{extra}\n'
+            f'[[target.lun]]\nid = 0\npath = "{luns[iqn]}"\n'
+        )
+    config = tmp / "target.toml"
+    config.write_text(text)
+    config.chmod(0o600)
+    return config
+
+
+@pytest.fixture(scope="module")
+def target_log(lab_ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Our target serving both targets in the lab namespace; its log."""
+    tmp = tmp_path_factory.mktemp("target")
+    log = tmp / "target.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            exec_argv(lab_ns, [*reservoir_command(), "target", "serve", "--config",
+                               str(_config(tmp))]),
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "ready:" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the target never said ready"
+            time.sleep(0.2)
+        yield log
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def iscsi(guest: Guest, target_log: Path) -> OpenIscsi:
+    client = OpenIscsi(guest, INITIATOR)
+    client.start()
+    return client
+
+
+def _filesystem_round_trip(iscsi: OpenIscsi, node: Node) -> str:
+    """mkfs, files, fsck, logout and login, read back: the fsck output."""
+    g = iscsi.guest
+    disk = iscsi.disk(node)
+    g.check(f"mkfs.ext4 -q -F {disk} && mkdir -p /mnt/lun && mount {disk} /mnt/lun")
+    g.check(
+        f"for i in $(seq {FILES}); do dd if=/dev/urandom of=/mnt/lun/f$i bs=1M count=4 "
+        "status=none; done && cd /mnt/lun && sha256sum f* > /tmp/sums && cd / && umount /mnt/lun",
+        timeout=300,
+    )
+    fsck = g.run(["fsck.ext4", "-f", "-n", disk], timeout=300)
+    iscsi.log.append(f"$ fsck.ext4 -f -n {disk}  (exit {fsck.rc})")
+    iscsi.log.extend(f"  {line}" for line in (fsck.out + fsck.err).strip().splitlines())
+    assert fsck.rc == 0, fsck.out + fsck.err
+    iscsi.logout(node)
+    iscsi.login(node)  # what is read next comes from the target, not the page cache
+    disk = iscsi.disk(node)
+    g.check(f"mount -o ro {disk} /mnt/lun")
+    try:
+        check = g.check("cd /mnt/lun && sha256sum -c /tmp/sums")
+    finally:
+        g.check("umount /mnt/lun")
+    iscsi.log.append(f"$ sha256sum -c /tmp/sums\n{check.rstrip()}")
+    assert check.count(": OK") == FILES
+    return fsck.out
+
+
+def test_discovery_lists_both_targets_at_the_portal(iscsi: OpenIscsi) -> None:
+    found = iscsi.discover(PORTAL)
+    assert sorted(found) == sorted([(PORTAL, ONE_WAY), (PORTAL, MUTUAL)])
+
+
+@pytest.mark.parametrize(
+    ("iqn", "mutual"), [(ONE_WAY, None), (MUTUAL, TARGET_CHAP)], ids=["one-way", "mutual"]
+)
+def test_chap_and_digests_carry_a_file_system_that_checks_clean(
+    iscsi: OpenIscsi, target_log: Path, iqn: str, mutual: Chap | None
+) -> None:
+    node = Node(iqn, PORTAL, chap=HOST_CHAP, mutual=mutual, digests=True)
+    iscsi.discover(PORTAL)
+    iscsi.configure(node)
+    iscsi.login(node)
+    try:
+        params = iscsi.session(node)
+        assert (params["HeaderDigest"], params["DataDigest"]) == ("CRC32C", "CRC32C")
+        fsck = _filesystem_round_trip(iscsi, node)
+    finally:
+        iscsi.logout(node)
+    print("\n".join(iscsi.log))
+    assert " files (" in fsck  # fsck -f -n ran every pass and found nothing (exit 0)
+    logged = target_log.read_text()
+    assert f"login: {INITIATOR} from " in logged and f"to {iqn}" in logged
+    assert f"CHAP user {HOST_CHAP.user}" in logged
+
+
+def test_a_wrong_secret_is_refused_and_the_target_keeps_serving(
+    iscsi: OpenIscsi, target_log: Path
+) -> None:
+    wrong = Node(ONE_WAY, PORTAL, chap=Chap(HOST_CHAP.user, "not-the-secret-at-all"))
+    iscsi.discover(PORTAL)
+    iscsi.configure(wrong)
+    assert not iscsi.login(wrong, check=False)
+    assert f"login of {INITIATOR} from" in target_log.read_text()
+    right = Node(ONE_WAY, PORTAL, chap=HOST_CHAP, digests=True)
+    iscsi.configure(right)
+    iscsi.login(right)
+    try:
+        assert iscsi.disk(right).startswith("/dev/sd")
+    finally:
+        iscsi.logout(right)
+
+
+def test_the_same_steps_against_lio_the_kernels_target(iscsi: OpenIscsi) -> None:
+    """The reference: LIO in the guest, provisioned with targetcli, same initiator."""
+    iqn = "iqn.2026-11.org.reservoir:lio"
+    lio.serve_fileio(iscsi.guest, iqn, initiator=INITIATOR, chap=HOST_CHAP, mutual=TARGET_CHAP)
+    node = Node(iqn, "127.0.0.1:3260", chap=HOST_CHAP, mutual=TARGET_CHAP, digests=True)
+    try:
+        assert iscsi.discover(node.portal) == [(node.portal, iqn)]
+        iscsi.configure(node)
+        iscsi.login(node)
+        try:
+            params = iscsi.session(node)
+            assert (params["HeaderDigest"], params["DataDigest"]) == ("CRC32C", "CRC32C")
+            _filesystem_round_trip(iscsi, node)
+        finally:
+            iscsi.logout(node)
+    finally:
+        lio.clear(iscsi.guest)
+    print("\n".join(iscsi.log))
