@@ -113,6 +113,4 @@ export class PacingPanel {
     const keys = [...this.nics.keys()];
     this.chart.draw(keys.map((k, i) => ({ label: k, stroke: streamColor(i), width: 1.5 })), [this.x, ...keys.map((k) => /** @type {(number | null)[]} */ (this.nics.get(k)))]);
   }
-
-  // ---------------------------------------------------------------- rendering
 }
