@@ -50,6 +50,9 @@ BASE_PACKAGES = (
     "procps",
     "open-iscsi",
     "targetcli-fb",
+    "dmsetup",  # dm-multipath tables over two iSCSI sessions
+    "iperf3",
+    "ethtool",
 )
 IMAGE_BYTES = 3 << 30  # sparse; the root holds about 1 GiB
 BUILD_TIMEOUT = 1800.0
@@ -159,7 +162,16 @@ def ensure_image(
     say(f"vm: image built in {time.monotonic() - started:.0f} s")
     image = _load(folder)
     assert image is not None
+    _prune_older(image)
     return image
+
+
+def _prune_older(image: GuestImage) -> None:
+    """Removes the images with the same packages built from older guest files."""
+    for other in image.folder.parent.glob(f"{SUITE}-*"):
+        found = _load(other) if other != image.folder else None
+        if found is not None and found.packages == image.packages:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def _bootstrap(root: Path, packages: Sequence[str]) -> None:

@@ -37,6 +37,9 @@ class Node:
     chap: Chap | None = None
     mutual: Chap | None = None  # the target's name and secret, checked by the initiator
     digests: bool = False  # CRC32C header and data digests, required
+    # seconds a broken session waits for its connection before failing its I/O up
+    # (to dm-multipath: 120 by default), and the NOP-Out interval that notices it
+    replacement_timeout: int | None = None
 
 
 @dataclass
@@ -105,6 +108,12 @@ class OpenIscsi:
                 ("node.conn[0].iscsi.HeaderDigest", "CRC32C"),
                 ("node.conn[0].iscsi.DataDigest", "CRC32C"),
             ]
+        if node.replacement_timeout is not None:
+            settings += [
+                ("node.session.timeo.replacement_timeout", str(node.replacement_timeout)),
+                ("node.conn[0].timeo.noop_out_interval", "2"),
+                ("node.conn[0].timeo.noop_out_timeout", "2"),
+            ]
         for key, value in settings:
             self._set(node, key, value)
 
@@ -125,15 +134,17 @@ class OpenIscsi:
         """The negotiated parameters and attached disk of the session to ``node``
         (``iscsiadm -m session -P 3``): HeaderDigest, DataDigest, ..., ``disk``."""
         out = self._run(["iscsiadm", "-m", "session", "-P", "3"])
-        blocks = out.split("Target: ")
-        for block in blocks[1:]:
-            if not block.startswith(node.iqn) or node.portal not in block:
+        for target in out.split("Target: ")[1:]:
+            if target.split()[0] != node.iqn:
                 continue
-            params = dict(re.findall(r"^\s*(\w+): (\S+)\s*$", block, re.M))
-            disk = ATTACHED.search(block)
-            if disk:
-                params["disk"] = f"/dev/{disk.group(1)}"
-            return params
+            for session in target.split("Current Portal: ")[1:]:  # a target's sessions
+                if not session.startswith(f"{node.portal},"):
+                    continue
+                params = dict(re.findall(r"^\s*(\w+): (\S+)\s*$", session, re.M))
+                disk = ATTACHED.search(session)
+                if disk:
+                    params["disk"] = f"/dev/{disk.group(1)}"
+                return params
         raise LabError(f"no session to {node.iqn} at {node.portal}")
 
     def disk(self, node: Node, timeout: float = 60.0) -> str:

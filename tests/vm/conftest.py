@@ -14,8 +14,10 @@ from reservoir.lab import netns
 from reservoir.lab.vm import Guest, GuestImage, VmUnavailable, add_tap, ensure_image
 
 NS = f"rsv-vm-{os.getpid()}"
-HOST_ADDRESS = "10.98.0.1"
-GUEST_ADDRESS = "10.98.0.2"
+# two links between the lab namespace (taps rsvtap0, rsvtap1) and the guest (eth0, eth1)
+HOST_ADDRESSES = ("10.98.0.1", "10.98.1.1")
+GUEST_ADDRESSES = ("10.98.0.2", "10.98.1.2")
+TAPS = ("rsvtap0", "rsvtap1")
 PREFIX = 24
 
 
@@ -35,11 +37,12 @@ def image() -> GuestImage:
 
 @pytest.fixture(scope="module")
 def lab_ns(image: GuestImage) -> Iterator[str]:
-    """A namespace with tap ``rsvtap0`` at HOST_ADDRESS, the guest's eth0 beside it."""
+    """A namespace with the taps at HOST_ADDRESSES, the guest's eth0 and eth1 beside them."""
     netns.delete(NS)
     netns.add(NS)
     try:
-        add_tap(NS, "rsvtap0", f"{HOST_ADDRESS}/{PREFIX}")
+        for tap, address in zip(TAPS, HOST_ADDRESSES, strict=True):
+            add_tap(NS, tap, f"{address}/{PREFIX}")
         yield NS
     finally:
         netns.delete(NS)
@@ -47,7 +50,8 @@ def lab_ns(image: GuestImage) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def guest(image: GuestImage, lab_ns: str) -> Iterator[Guest]:
-    with Guest(image, "g1", netns=lab_ns, taps=["rsvtap0"]) as g:
+    with Guest(image, "g1", netns=lab_ns, taps=TAPS) as g:
         print(f"vm: guest booted in {g.boot_seconds:.1f} s (kernel {g.kernel})", flush=True)
-        g.check(f"ip addr add {GUEST_ADDRESS}/{PREFIX} dev eth0 && ip link set eth0 up")
+        for i, address in enumerate(GUEST_ADDRESSES):
+            g.check(f"ip addr add {address}/{PREFIX} dev eth{i} && ip link set eth{i} up")
         yield g

@@ -10,6 +10,7 @@ log is printed (``pytest -s``).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,16 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab.netns import exec_argv
+from reservoir.lab.netns import exec_argv, ns_run
 from reservoir.lab.peers import reservoir_command, stop_process
 from reservoir.lab.vm import Guest, lio
 from reservoir.lab.vm.open_iscsi import Chap, Node, OpenIscsi
 
-from .conftest import HOST_ADDRESS
+from .conftest import HOST_ADDRESSES, TAPS
 
 pytestmark = pytest.mark.vm
 
-PORTAL = f"{HOST_ADDRESS}:3260"
+PORTALS = tuple(f"{address}:3260" for address in HOST_ADDRESSES)
+PORTAL = PORTALS[0]
 INITIATOR = "iqn.2026-11.org.reservoir:guest1"
 ONE_WAY = "iqn.2026-11.org.reservoir:chap"
 MUTUAL = "iqn.2026-11.org.reservoir:mutual"
@@ -43,7 +45,7 @@ def _config(tmp: Path) -> Path:
             f.truncate(LUN_BYTES)
     chap = f'chap = {{ user = "{HOST_CHAP.user}", secret = "{HOST_CHAP.secret}" }}'
     mutual = f'mutual_chap = {{ user = "{TARGET_CHAP.user}", secret = "{TARGET_CHAP.secret}" }}'
-    text = f'[server]\nportals = ["{PORTAL}"]\n'
+    text = f"[server]\nportals = {json.dumps(list(PORTALS))}\n"
     for iqn, extra in ((ONE_WAY, ""), (MUTUAL, mutual)):
         text += (
             f'\n[[target]]\niqn = "{iqn}"\nallow = ["{INITIATOR}"]\n{chap}\n{extra}\n'
@@ -111,9 +113,9 @@ def _filesystem_round_trip(iscsi: OpenIscsi, node: Node) -> str:
     return fsck.out
 
 
-def test_discovery_lists_both_targets_at_the_portal(iscsi: OpenIscsi) -> None:
+def test_discovery_lists_both_targets_at_every_portal(iscsi: OpenIscsi) -> None:
     found = iscsi.discover(PORTAL)
-    assert sorted(found) == sorted([(PORTAL, ONE_WAY), (PORTAL, MUTUAL)])
+    assert sorted(found) == sorted((p, iqn) for p in PORTALS for iqn in (ONE_WAY, MUTUAL))
 
 
 @pytest.mark.parametrize(
@@ -174,3 +176,51 @@ def test_the_same_steps_against_lio_the_kernels_target(iscsi: OpenIscsi) -> None
     finally:
         lio.clear(iscsi.guest)
     print("\n".join(iscsi.log))
+
+
+MULTIPATH_MIB = 48
+
+
+def test_two_sessions_over_two_portals_carry_io_through_a_cut_portal(
+    iscsi: OpenIscsi, lab_ns: str
+) -> None:
+    """dm-multipath over two sessions (one a portal), both carrying I/O; the second
+    portal's link is cut: the next write stalls until that session gives up (5 s),
+    then completes on the first path, and everything reads back equal."""
+    g = iscsi.guest
+    nodes = [Node(ONE_WAY, p, chap=HOST_CHAP, replacement_timeout=5) for p in PORTALS]
+    iscsi.discover(PORTAL)
+    for node in nodes:
+        iscsi.configure(node)
+        iscsi.login(node)
+    try:
+        disks = [iscsi.disk(node) for node in nodes]
+        assert len(set(disks)) == 2
+        sectors = int(g.check(f"blockdev --getsz {disks[0]}"))
+        paths = " ".join(f"{g.check(f'lsblk -dno MAJ:MIN {d}').strip()} 1" for d in disks)
+        g.check(
+            "modprobe dm_multipath && dmsetup create rsvmp --table "
+            f"'0 {sectors} multipath 0 0 1 1 round-robin 0 2 1 {paths}' && dmsetup mknodes rsvmp"
+        )  # mknodes: no udev makes /dev/mapper/rsvmp
+        g.check(f"dd if=/dev/urandom of=/tmp/src bs=1M count={MULTIPATH_MIB} status=none")
+        g.check("dd if=/tmp/src of=/dev/mapper/rsvmp bs=1M count=8 oflag=direct status=none")
+        ns_run(lab_ns, ["ip", "link", "set", TAPS[1], "down"], "cut the second portal")
+        write = g.run("dd if=/tmp/src of=/dev/mapper/rsvmp bs=1M oflag=direct", timeout=300)
+        assert write.rc == 0, write.err
+        iscsi.log.append(f"# {MULTIPATH_MIB} MiB written through the cut in {write.seconds:.1f} s")
+        status = g.check("dmsetup status rsvmp")
+        iscsi.log.append(f"$ dmsetup status rsvmp\n  {status.strip()}")
+        assert " F " in f" {status} " and " A " in f" {status} "  # one path failed, one active
+        read = g.check(
+            f"dd if=/dev/mapper/rsvmp bs=1M count={MULTIPATH_MIB} iflag=direct status=none "
+            "| sha256sum && sha256sum < /tmp/src"
+        ).split()
+        assert read[0] == read[2]
+    finally:
+        ns_run(lab_ns, ["ip", "link", "set", TAPS[1], "up"], "restore the second portal")
+        g.run("dmsetup remove --force rsvmp")
+        for node in nodes:
+            iscsi.guest.run(
+                ["iscsiadm", "-m", "node", "-T", node.iqn, "-p", node.portal, "--logout"]
+            )
+    print("\n".join(iscsi.log[-6:]))
