@@ -54,7 +54,12 @@ class Installed:
         return str(self.venv / "bin" / name)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        # a fresh cache of its own: no RESERVOIR_CACHE from the caller's environment
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("PYTHON") and k != "RESERVOIR_CACHE"
+        }
         return {**env, "XDG_CACHE_HOME": str(self.home / "cache"), **extra}
 
     def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
