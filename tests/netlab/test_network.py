@@ -135,7 +135,10 @@ def test_delay_line_rtt(delayed_lab: Lab) -> None:
         f"RTT through dline (2 x 20 ms): median {median:.2f} ms, {min(times):.2f}-{max(times):.2f}"
     )
     assert len(times) >= 18
-    assert all(35 <= t <= 45 for t in times)
+    assert 38 <= median <= 42
+    # the delay line is a process: on a loaded machine one echo may wait for a core
+    # (one of 59 ms when another test ran beside the suite)
+    assert sum(1 for t in times if not 35 <= t <= 45) <= 1, times
 
 
 def test_delay_line_rate_within_10_percent(delayed_lab: Lab) -> None:
