@@ -15,7 +15,8 @@ from reservoir.agent.initiator._errors import LoginError
 from reservoir.agent.initiator._transport import Mailbox, PduTransport
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.chap import ChapAuthError, ChapInitiator, ChapSecret
-from reservoir.agent.iscsi.negotiation import KEYS, outcome
+from reservoir.agent.iscsi.negotiation import KEYS, OPERATIONAL_KINDS, Kind, outcome
+from reservoir.agent.iscsi.negotiation import answer as responders_answer
 from reservoir.agent.iscsi.text import TextError, encode_text, parse_text
 
 MAX_LENGTH = (1 << 24) - 1  # the largest value of the 24-bit length keys (RFC 7143 §13)
@@ -79,6 +80,25 @@ class Negotiated:
     immediate_data: bool = True
     initial_r2t: bool = True
     max_outstanding_r2t: int = 1
+
+
+# what this initiator answers to a key the target offers and it did not: one
+# connection a session, no error recovery beyond level 0; each key's default else
+_OWN_VALUES = {"MaxConnections": "1", "ErrorRecoveryLevel": "0"}
+_ANSWERED_KINDS = OPERATIONAL_KINDS - {Kind.DECLARED}
+
+
+def answer_offers(pairs: list[tuple[str, str]], sent: set[str]) -> list[tuple[str, str]]:
+    """Our answers to the operational keys in ``pairs`` that the target offered and we
+    did not (RFC 7143 §6.2: every offered key is answered), by the target's own table
+    (:func:`~reservoir.agent.iscsi.negotiation.answer`)."""
+    replies = []
+    for key, value in pairs:
+        spec = KEYS.get(key)
+        if key in sent or spec is None or spec.kind not in _ANSWERED_KINDS:
+            continue
+        replies.append((key, responders_answer(spec, value, _OWN_VALUES.get(key, spec.default))))
+    return replies
 
 
 def resolve(offer: LoginOptions, answers: dict[str, str]) -> Negotiated:
@@ -153,11 +173,16 @@ class LoginExchange:
             await self._security(first)
             first = []
         keys = first + self.options.operational_keys()
+        sent = {key for key, _ in keys}
         answer = await self._step(keys, csg=1, nsg=3, transit=True)
         for _ in range(_MAX_STEPS):
             if answer.transit and answer.nsg == P.Stage.FULL_FEATURE:
                 return self._result(answer)
-            answer = await self._step([], csg=1, nsg=3, transit=True)
+            # a target that offers keys of its own (LIO: MaxConnections,
+            # DefaultTime2Wait, ...) stays in this stage until each is answered
+            replies = answer_offers(parse_text(bytes(answer.data)), sent)
+            sent |= {key for key, _ in replies}
+            answer = await self._step(replies, csg=1, nsg=3, transit=True)
         raise LoginError(0, 0, "target never reached the full feature phase")
 
     def _result(self, answer: P.LoginResponse) -> LoginResult:

@@ -175,6 +175,49 @@ def test_operational_offer_asks_for_big_bursts() -> None:
     assert "MaxBurstLength" not in discovery
 
 
+LIO_OFFERS = {"MaxConnections": "1", "DefaultTime2Wait": "2", "DefaultTime2Retain": "20"}
+
+
+class OfferingTarget(FakeTarget):
+    """As LIO does: answers the operational keys with T=0 and offers keys of its own
+    the initiator did not send, and goes on with T=0 until each is answered."""
+
+    def __init__(self, keys: dict[str, str]) -> None:
+        super().__init__(keys)
+        self.requests: list[dict[str, str]] = []
+
+    def login(self, transport: FakeTransport, request: P.LoginRequest) -> None:
+        pairs = dict(parse_text(bytes(request.data)))
+        self.requests.append(pairs)
+        answered = {k for r in self.requests[1:] for k in r}
+        done = set(LIO_OFFERS) <= answered
+        offer = {} if len(self.requests) > 1 else {**self.keys, **LIO_OFFERS}
+        answer = P.LoginResponse(
+            transit=done,
+            csg=1,
+            nsg=3 if done else 0,
+            isid=request.isid,
+            tsih=1 if done else 0,
+            itt=request.itt,
+            data=encode_text(offer.items()),
+        )
+        self.answer(transport, answer)
+
+
+def test_keys_the_target_offers_are_answered_so_the_login_completes() -> None:
+    async def main() -> None:
+        target = OfferingTarget(dict(TARGET_KEYS))
+        session = await open_session(target)
+        await session.close()
+        assert target.requests[1] == {
+            "MaxConnections": "1",
+            "DefaultTime2Wait": "2",
+            "DefaultTime2Retain": "20",
+        }
+
+    asyncio.run(main())
+
+
 def test_serial_arithmetic() -> None:
     assert sn_le(5, 5) and sn_le(5, 6) and not sn_le(6, 5)
     assert sn_le(0xFFFFFFFF, 2) and not sn_le(2, 0xFFFFFFFF)
