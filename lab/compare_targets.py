@@ -70,14 +70,14 @@ def _reason(lines: list[str]) -> str:
     return failed[0] if failed else ""
 
 
-def conformance(work: Path) -> dict[str, SuiteResult]:
+def conformance(work: Path, test: str = "ALL") -> dict[str, SuiteResult]:
     results: dict[str, SuiteResult] = {}
     for name in ("reservoir", "tgt"):
         lun = work / f"conf-{name}.img"
         with open(lun, "wb") as f:
             f.truncate(CONFORMANCE_LUN)
         with _targets(lun, work)[name] as target:
-            results[name] = run_test_cu(_urls(target)[0], extra=_urls(target)[1:])
+            results[name] = run_test_cu(_urls(target)[0], test, extra=_urls(target)[1:])
         print(f"  {name:10s} {results[name].summary()}", flush=True)
     return results
 

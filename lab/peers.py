@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from reservoir.lab.errors import LabError
 
@@ -55,7 +55,7 @@ def wait_port(
     raise PeerError(f"nothing listening on {host}:{port} after {timeout} s")
 
 
-def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after ``timeout``; only the process we started."""
     if proc.poll() is not None:
         return
