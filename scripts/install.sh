@@ -62,3 +62,13 @@ else
     echo "install: warning: npm not found; the dashboard is not built (the coordinator's / answers 503)"
 fi
 touch .venv/.installed
+# The ipg qdisc kernel module: built where this kernel's headers are installed and
+# modules can be loaded; elsewhere the VM lab builds it in a guest (tests/vm).
+if [[ -d /lib/modules/$(uname -r)/build ]]; then
+    make -s -C kmod-pacing/module KDIR="/lib/modules/$(uname -r)/build" \
+        && echo "install: the ipg kernel module: kmod-pacing/module/sch_ipg.ko (load it with insmod)" \
+        || echo "install: warning: the ipg kernel module did not build (see the compiler's output)"
+else
+    echo "install: the ipg kernel module: not built, no headers for kernel $(uname -r) here" \
+         "(/lib/modules/$(uname -r)/build); the VM lab builds it against its guest's kernel"
+fi
