@@ -43,6 +43,7 @@ from typing import Any
 
 from reservoir.lab.errors import LabError
 from reservoir.lab.netns import exec_argv
+from reservoir.lab.netns import run as run_here
 from reservoir.lab.vm.image import GuestImage, VmUnavailable
 
 __all__ = ["Guest", "GuestCommandError", "Result", "accelerator"]
@@ -220,10 +221,10 @@ class Guest:
                     f"{tool} not installed (apt install qemu-system-x86 qemu-utils)"
                 )
         overlay = self.folder / "root.qcow2"
-        subprocess.run(
+        run_here(
             ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(self.image.root),
              str(overlay)],
-            check=True, capture_output=True,
+            "qemu-img create",
         )  # fmt: skip
         started = time.monotonic()
         with open(self.folder / "qemu.log", "wb") as log:

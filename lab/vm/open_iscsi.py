@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from reservoir.lab.errors import LabError
-from reservoir.lab.vm.guest import Guest
+from reservoir.lab.vm.guest import Guest, Result
 
 __all__ = ["Chap", "Node", "OpenIscsi"]
 
@@ -49,7 +49,9 @@ class OpenIscsi:
     log: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
 
-    def _run(self, argv: list[str], *, timeout: float = 60.0, check: bool = True) -> str:
+    def run(self, argv: list[str], *, timeout: float = 60.0, check: bool = True) -> Result:
+        """Runs ``argv`` in the guest and logs it with its output (secrets masked);
+        LabError on a non-zero status when ``check``."""
         line = " ".join(shlex.quote(a) for a in argv)
         r = self.guest.run(argv, timeout=timeout)
         self.log.append(f"$ {self._mask(line)}  (exit {r.rc})")
@@ -57,7 +59,7 @@ class OpenIscsi:
         if check and r.rc != 0:
             detail = self._mask((r.err.strip() or r.out.strip())[-1500:])
             raise LabError(f"{self.guest.name}: {self._mask(line)}: exit {r.rc}: {detail}")
-        return r.out
+        return r
 
     def _mask(self, text: str) -> str:
         for secret in self.secrets:
@@ -73,7 +75,7 @@ class OpenIscsi:
 
     def discover(self, portal: str) -> list[tuple[str, str]]:
         """SendTargets discovery: (portal, target name) of every record found."""
-        out = self._run(["iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal])
+        out = self.run(["iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal]).out
         found = []
         for line in out.splitlines():
             address, _, iqn = line.strip().partition(" ")
@@ -82,7 +84,7 @@ class OpenIscsi:
         return found
 
     def _set(self, node: Node, key: str, value: str) -> None:
-        self._run(
+        self.run(
             ["iscsiadm", "-m", "node", "-T", node.iqn, "-p", node.portal,
              "-o", "update", "-n", key, "-v", value]
         )  # fmt: skip
@@ -120,20 +122,18 @@ class OpenIscsi:
     def login(self, node: Node, *, check: bool = True) -> bool:
         """Logs in; whether it succeeded (raises on failure when ``check``)."""
         argv = ["iscsiadm", "-m", "node", "-T", node.iqn, "-p", node.portal, "--login"]
-        r = self.guest.run(argv, timeout=60.0)
-        self.log.append(f"$ {' '.join(argv)}  (exit {r.rc})")
-        self.log.extend(f"  {self._mask(x)}" for x in (r.out + r.err).strip().splitlines())
+        r = self.run(argv, check=False)
         if check and r.rc != 0:
             raise LabError(f"login to {node.iqn} at {node.portal} failed: {r.err.strip()}")
         return r.rc == 0
 
     def logout(self, node: Node) -> None:
-        self._run(["iscsiadm", "-m", "node", "-T", node.iqn, "-p", node.portal, "--logout"])
+        self.run(["iscsiadm", "-m", "node", "-T", node.iqn, "-p", node.portal, "--logout"])
 
     def session(self, node: Node) -> dict[str, str]:
         """The negotiated parameters and attached disk of the session to ``node``
         (``iscsiadm -m session -P 3``): HeaderDigest, DataDigest, ..., ``disk``."""
-        out = self._run(["iscsiadm", "-m", "session", "-P", "3"])
+        out = self.run(["iscsiadm", "-m", "session", "-P", "3"]).out
         for target in out.split("Target: ")[1:]:
             if target.split()[0] != node.iqn:
                 continue
