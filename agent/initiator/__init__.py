@@ -31,6 +31,7 @@ from reservoir.agent.initiator._reservation import (
     pr_read_keys,
     pr_read_reservation,
     pr_register,
+    pr_release,
     pr_reserve,
 )
 from reservoir.agent.initiator._session import RecoveryPolicy, Session
@@ -77,6 +78,7 @@ __all__ = [
     "pr_read_keys",
     "pr_read_reservation",
     "pr_register",
+    "pr_release",
     "pr_reserve",
     "supports_hash_range",
     "tcp_connect",

@@ -20,12 +20,13 @@ __all__ = [
     "pr_read_keys",
     "pr_read_reservation",
     "pr_register",
+    "pr_release",
     "pr_reserve",
 ]
 
 PR_IN, PR_OUT = 0x5E, 0x5F
 READ_KEYS, READ_RESERVATION = 0x00, 0x01
-RESERVE, CLEAR, REGISTER_AND_IGNORE = 0x01, 0x03, 0x06
+RESERVE, RELEASE, CLEAR, REGISTER_AND_IGNORE = 0x01, 0x02, 0x03, 0x06
 WRITE_EXCLUSIVE_REGISTRANTS_ONLY = 5
 PARAMETERS = 24
 IN_LENGTH = 8 + 8 * 64  # header and 64 keys
@@ -48,6 +49,12 @@ async def pr_register(session: Session, lun: int, key: int) -> None:
 
 async def pr_reserve(session: Session, lun: int, key: int, pr_type: int) -> None:
     cdb, params = _out(RESERVE, key, pr_type=pr_type)
+    await session.scsi(lun, cdb, data_out=params)
+
+
+async def pr_release(session: Session, lun: int, key: int, pr_type: int) -> None:
+    """Releases the reservation this session's nexus holds; registrations stay."""
+    cdb, params = _out(RELEASE, key, pr_type=pr_type)
     await session.scsi(lun, cdb, data_out=params)
 
 

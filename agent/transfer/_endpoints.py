@@ -50,7 +50,17 @@ from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
 from reservoir.agent.storage import Volume, open_volume, volume_identity
 from reservoir.agent.transfer._errors import CopyError
-from reservoir.agent.transfer._hold import PrState, check_free, read_pr_state, take
+from reservoir.agent.transfer._hold import (
+    REGISTERED,
+    RESERVED,
+    PrState,
+    check_free,
+    hold_by_registration,
+    holder_gone,
+    read_pr_state,
+    take,
+    writes_allowed,
+)
 
 ISCSI_PORT = 3260
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
@@ -316,6 +326,10 @@ class RemoteSide:
         self.device: str | None = None  # its designator (INQUIRY VPD 0x83)
         self.destination = destination  # its reservations are read, to hold it
         self.hold: int | None = None  # the copy's reservation key, once held (see _hold)
+        self.hold_kind = ""  # RESERVED, or REGISTERED where the target needs it (_hold)
+        self._holder: Session | None = None  # the session that reserved, while in
+        self._writers_checked = False  # whether a non-holder's empty write was tried
+        self._hold_lock = asyncio.Lock()
         self.pr_state = PrState()
         self._early: dict[int, tuple[PathSpec | None, asyncio.Task[Session]]] = {}
         self._prober: Session | None = None  # the session that was asked (probe)
@@ -430,8 +444,9 @@ class RemoteSide:
         as they are taken."""
         assert self._prober is not None, "probe() first"
         others: list[Session] = []
+        resumed = False  # the LUN is reserved under the key already (a resumed copy)
         if self.pr_state.supported:
-            check_free(self.pr_state, key, self.label)  # before anything is registered
+            resumed = check_free(self.pr_state, key, self.label)  # before registering
             others = [s for s in self._early_in() if s is not self._prober]
         self._registered.update([self._prober, *others])  # first: a failure leaves them so
         held, *answers = await asyncio.gather(
@@ -442,12 +457,28 @@ class RemoteSide:
         if isinstance(held, BaseException):
             raise held
         if held:
-            self.hold = key
+            self.hold, self.hold_kind = key, RESERVED
+            # a resumed copy's holder was a session of the run before
+            self._holder = None if resumed else self._prober
             ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
             self._holding = {self._prober, *ok}  # a failed one registers again when taken
         else:  # the target has no persistent reservations: nothing was registered
             self._registered.discard(self._prober)
-        await self._close_own()
+            await self._close_own()  # (holding, it stays in: a target may need it, _hold)
+
+    async def _check_writers(self, session: Session) -> None:
+        """Before the first session that is not the holder writes: whether the target
+        lets it, or the LUN must be held by registration only (see _hold)."""
+        async with self._hold_lock:
+            if self._writers_checked or self.hold is None:
+                return
+            lun = self.where.lun
+            if not await writes_allowed(session, lun, self.block_size):
+                if self._holder is None:
+                    raise holder_gone(self.label, self.hold)
+                await hold_by_registration(self._holder, lun, self.hold, self.label)
+                self.hold_kind = REGISTERED
+            self._writers_checked = True
 
     def _early_in(self) -> list[Session]:
         """The early sessions that logged in by now."""
@@ -483,6 +514,8 @@ class RemoteSide:
         if self.hold is not None and session not in self._holding:
             self._registered.add(session)
             await pr_register(session, self.where.lun, self.hold)
+        if self.hold is not None and session is not self._holder:
+            await self._check_writers(session)
         if self.login.on_session is not None:
             self.login.on_session(stream, session)
         home = self if self.login.pool is not None else None

@@ -51,7 +51,13 @@ from reservoir.agent.transfer._endpoints import (
     resolve_binds,
 )
 from reservoir.agent.transfer._errors import CopyError
-from reservoir.agent.transfer._hold import check_distinct, give_back, hold_key
+from reservoir.agent.transfer._hold import (
+    REGISTERED,
+    RESERVED,
+    check_distinct,
+    give_back,
+    hold_key,
+)
 from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
 from reservoir.agent.transfer._plan import (
     DEFAULT_EXTENT_SIZE,
@@ -891,12 +897,17 @@ class Run:
             streams=self.stats,
             path_reports=self.monitor.reports() if self.monitor is not None else [],
             end_mismatches=self.end_mismatches,
-            held=any(isinstance(d, RemoteSide) and d.hold is not None for d in self.dsts),
+            hold=self._hold_kind(),
             mode=self.options.verification if self.options.verify else "",
             sessions_opened=sum(s.opened for s in self._remote_sides()),
             sessions_reused=sum(s.reused for s in self._remote_sides()),
             first_write=self._first_write(),
         )
+
+    def _hold_kind(self) -> str:
+        """How the destinations were held: the weakest hold of any of them."""
+        kinds = {d.hold_kind for d in self.dsts if isinstance(d, RemoteSide)}
+        return next((k for k in (REGISTERED, RESERVED) if k in kinds), "")
 
     def _remote_sides(self) -> list[RemoteSide]:
         return [s for s in (self.src, *self.dsts) if isinstance(s, RemoteSide)]

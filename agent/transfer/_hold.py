@@ -12,6 +12,18 @@ ends and clears the reservation. The key derives from the copy's ends and checkp
 the same key and finds its reservation still there; a LUN reserved or registered
 under another key is refused. A target without persistent reservations is written
 unheld, with a warning.
+
+SPC lets every registered I_T nexus write under that reservation, but some targets
+let only the nexus that reserved write: LIO treats the other sessions of an initiator
+name (other ISIDs) as unregistered while one of them holds the reservation. So the
+first session that writes without being the holder first tries a write that cannot
+change the LUN (:func:`writes_allowed`); where that conflicts, the holder releases the
+reservation and the registrations stay (:func:`hold_by_registration`): the LUN is then
+held by registration only, which keeps other Reservoir copies out (they refuse a LUN
+with another key registered) but not other initiators, and the copy says so. Such a
+target also lets only the holder release, so a copy resumed by another process while
+its reservation is still there cannot go on (:func:`holder_gone`); that is only the
+case for a run stopped between reserving and finding out, milliseconds apart.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +44,17 @@ from reservoir.agent.initiator import (
     pr_read_keys,
     pr_read_reservation,
     pr_register,
+    pr_release,
     pr_reserve,
 )
 from reservoir.agent.transfer._errors import CopyError
 
 log = logging.getLogger("reservoir.copy")
 
-ILLEGAL_REQUEST = 0x5
+ILLEGAL_REQUEST, MISCOMPARE = 0x5, 0xE  # sense keys
+RESERVATION_CONFLICT = 0x18  # status
+COMPARE_AND_WRITE = 0x89
+RESERVED, REGISTERED = "reservation", "registration"  # how a LUN is held
 
 
 class HoldError(CopyError):
@@ -132,3 +149,47 @@ async def give_back(session: Session, lun: int, key: int, label: str) -> bool:
     await pr_clear(session, lun, key)
     log.info("%s released (reservation key 0x%016x)", label, key)
     return True
+
+
+async def writes_allowed(session: Session, lun: int, block_size: int) -> bool:
+    """Whether ``session`` may write the held LUN, asked with a write that cannot
+    change it: COMPARE AND WRITE of block 0 whose compare and write halves are the same
+    zeros, so the block is either rewritten with what it held or left (MISCOMPARE). An
+    empty write would not do: the target sees no data going out and lets it pass. A
+    target without COMPARE AND WRITE is taken to follow SPC."""
+    cdb = struct.pack(">BBQ3xBBB", COMPARE_AND_WRITE, 0, 0, 1, 0, 0)
+    try:
+        await session.scsi(lun, cdb, data_out=bytes(2 * block_size))
+    except ScsiError as exc:
+        if exc.status == RESERVATION_CONFLICT:
+            return False
+        if exc.sense_key == MISCOMPARE:
+            return True
+        if exc.sense_key == ILLEGAL_REQUEST:
+            log.debug("no COMPARE AND WRITE: sessions are taken to write under the hold")
+            return True
+        raise
+    return True
+
+
+async def hold_by_registration(holder: Session, lun: int, key: int, label: str) -> None:
+    """Releases the copy's reservation from the session that holds it (the only one
+    such a target lets release it); every registration stays."""
+    await pr_release(holder, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+    log.warning(
+        "%s: the target lets only the session that reserved it write, not the copy's "
+        "other sessions; the reservation is released and the LUN is held by registration "
+        "only (key 0x%016x): other Reservoir copies are refused, other initiators are not",
+        label,
+        key,
+    )
+
+
+def holder_gone(label: str, key: int) -> HoldError:
+    """The error for a LUN such a target keeps reserved for a session that is gone."""
+    return HoldError(
+        f"{label} is reserved under this copy's key (0x{key:016x}) for a session of an "
+        "earlier run, and the target lets only that session write or release it; clear "
+        "the reservation on the target (LIO: targetcli, or a restart of the LUN's "
+        "backstore) and resume"
+    )

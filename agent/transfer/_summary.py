@@ -49,7 +49,10 @@ class CopySummary:
     verified_by: str = ""
     path_reports: list[PathReport] = field(default_factory=list)  # with 2+ paths
     end_mismatches: int = 0  # extents the check at the end found different (resent)
-    held: bool = False  # the destination LUNs were reserved for the copy
+    # how the destination LUNs were held: "reservation" (no other initiator could
+    # write them), "registration" (other Reservoir copies were kept out; the target
+    # lets only one session write under a reservation), "" (not held)
+    hold: str = ""
     mode: str = ""  # how each extent was verified: "storage", "receipt" ("": not verified)
     sessions_opened: int = 0  # iSCSI sessions its streams and probe logged in
     sessions_reused: int = 0  # warm sessions taken from the agent's pool instead
@@ -131,6 +134,8 @@ def format_summary(s: CopySummary) -> str:
             )
     if s.sessions_opened or s.sessions_reused:
         lines.append(_sessions_line(s))
+    if s.hold:
+        lines.append(_HOLD_LINES[s.hold])
     verify = (
         f"verified: {s.verification}; {s.mismatches} mismatches resent while copying, "
         f"{s.end_mismatches} at the end"
@@ -144,6 +149,15 @@ def format_summary(s: CopySummary) -> str:
         f"root hash {s.root_hash} ({verify})",
     ]
     return "\n".join(lines)
+
+
+_HOLD_LINES = {
+    "reservation": "held by a persistent reservation: no other initiator could write "
+    "the destination meanwhile",
+    "registration": "held by registration only: other Reservoir copies were kept out, "
+    "other initiators were not (the target lets only one session write under a "
+    "reservation)",
+}
 
 
 def _sessions_line(s: CopySummary) -> str:

@@ -46,10 +46,10 @@ def lio_guest(guest: Guest) -> Iterator[Guest]:
         lio.clear(guest)
 
 
-# One stream: LIO treats the other sessions of a registered initiator name (other
-# ISIDs) as unregistered while one of them holds the reservation (isid_mismatch in
-# target_core_pr.c), so the hold's Registrants Only reservation refuses their
-# writes (RESERVATION CONFLICT); seen with 4 streams, to be solved in the engine.
+# Four streams: LIO lets only the session that reserved a LUN write under the hold's
+# Registrants Only reservation (it treats the other ISIDs of a registered initiator
+# name as unregistered: isid_mismatch in target_core_pr.c), so the copy finds out
+# with an empty write and holds the LUN by registration only, and says so.
 def test_reservoir_copies_into_a_lio_lun_and_verifies(
     lio_guest: Guest, lab_ns: str, tmp_path: Path
 ) -> None:
@@ -57,17 +57,24 @@ def test_reservoir_copies_into_a_lio_lun_and_verifies(
     data = os.urandom(SOURCE_BYTES)
     source.write_bytes(data)
     url = f"iscsi://{GUEST_ADDRESSES[0]}:3260/{COPY_IQN}/0"
-    argv = [*reservoir_command(), "copy", str(source), url, "--streams", "1",
+    argv = [*reservoir_command(), "copy", str(source), url, "--streams", "4",
             "--initiator-name", INITIATOR, "--chap", f"{CHAP.user}:{CHAP.secret}",
             "--checkpoint", str(tmp_path / "copy.ckpt")]  # fmt: skip
     done = subprocess.run(
         exec_argv(lab_ns, argv), capture_output=True, text=True, timeout=600, check=False
     )
-    print(done.stdout)
+    print(done.stdout, done.stderr)
     assert done.returncode == 0, done.stderr
     assert "(verified: each extent hashed from storage;" in done.stdout
     assert "equal to the source; 0 mismatches resent while copying, 0 at the end" in done.stdout
+    assert "held by registration only: other Reservoir copies were kept out" in done.stdout
+    assert "lost:" not in done.stdout  # all four streams wrote
     name = COPY_IQN.rsplit(":", 1)[1]
+    registered = lio_guest.check(
+        f"cat /sys/kernel/config/target/core/*/{name}/pr/res_pr_registered_i_pts"
+    )
+    # the copy's CLEAR removed every registration at the end
+    assert registered.split() == ["SPC-3", "PR", "Registrations:", "None"]
     guest_sum = lio_guest.check(
         f"dd if=/var/tmp/{name}.img bs=1M count={SOURCE_BYTES >> 20} status=none | sha256sum"
     ).split()[0]
