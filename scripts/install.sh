@@ -45,7 +45,7 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
-.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q -e '.[dev,lio]'
 # Bytecode for the project's own modules (an editable install compiles none): every
 # process start (an agent, a copy) then skips compiling them, 0.15-0.35 s here, and
 # more where PYTHONDONTWRITEBYTECODE keeps Python from caching it by itself.

@@ -30,6 +30,7 @@ from typing import Any
 import uvloop
 
 from reservoir.agent.target import config as cfg
+from reservoir.agent.target import lio_cli
 from reservoir.agent.target.chap_secrets import chap_from
 from reservoir.agent.target.config_document import ConfigDocument
 
@@ -43,6 +44,7 @@ def register(sub: Sub) -> None:
     tsub = parser.add_subparsers(dest="target_command", required=True, metavar="ACTION")
     _register_serve(tsub)
     _register_edit(tsub)
+    lio_cli.register(tsub)
 
 
 def _add_chap_arguments(p: argparse.ArgumentParser, *aliases: str) -> None:

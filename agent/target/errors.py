@@ -9,6 +9,7 @@ command with CHECK CONDITION (ABORTED COMMAND, ASC 0x4B).
      +-- SchemaError     a file that does not match the schema, one line a problem
      |                   (config_schema.py; config.py reports it as a ConfigError)
      +-- DataOutError    a Data-Out PDU that does not fit the task (tasks.py)
+     +-- LioError        LIO cannot be reached or cannot take the configuration (lio.py)
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ virtio-net on taps the lab made in a network namespace (qemu runs inside it), na
 virtio-serial port to the guest's agent (``guest_files/guest_agent.py``), each with its
 own timeout; the console goes to ``console.log`` in the guest's folder, whose last
 lines every error quotes. The project can be shared read-only over 9p
-(``project=``, mounted at ``/mnt/project``). :meth:`Guest.stop` powers the guest
-off, kills qemu by its PID if it does not end, and removes the folder: also when a
-test fails, as the context manager calls it.
+(``project=``, mounted at ``/mnt/project``), and any folders of the host at their
+own paths (``shares=``: :mod:`.host_python` names those that run this Python).
+:meth:`Guest.stop` powers the guest off, kills qemu by its PID if it does not end,
+and removes the folder: also when a test fails, as the context manager calls it.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class Guest:
         memory_mib: int = 1024,
         cpus: int = 1,
         project: Path | None = None,
+        shares: Sequence[Path] = (),
         disks: Sequence[Path] = (),
     ) -> None:
         self.image = image
@@ -151,6 +153,7 @@ class Guest:
         self.memory_mib = memory_mib
         self.cpus = cpus
         self.project = project
+        self.shares = [Path(p).resolve() for p in shares]  # read-only, at the same path
         self.disks = list(disks)
         self.folder = Path(tempfile.mkdtemp(prefix=f"reservoir-vm-{name}-"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -211,6 +214,11 @@ class Guest:
                 "-virtfs",
                 f"local,path={self.project},mount_tag=project,security_model=none,readonly=on",
             ]
+        for i, path in enumerate(self.shares):
+            argv += [
+                "-virtfs",
+                f"local,path={path},mount_tag=share{i},security_model=none,readonly=on",
+            ]
         return exec_argv(self.netns, argv) if self.netns else argv
 
     def boot(self, timeout: float = BOOT_TIMEOUT) -> float:
@@ -240,6 +248,9 @@ class Guest:
         if self.project is not None:
             self.check("mkdir -p /mnt/project && mount -t 9p -o "
                        "trans=virtio,version=9p2000.L,ro project /mnt/project")  # fmt: skip
+        for i, path in enumerate(self.shares):
+            options = "trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose"
+            self.check(f"mkdir -p {path} && mount -t 9p -o {options} share{i} {path}")
         return self.boot_seconds
 
     def _connect(self, deadline: float) -> socket.socket:

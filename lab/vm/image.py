@@ -53,6 +53,7 @@ BASE_PACKAGES = (
     "dmsetup",  # dm-multipath tables over two iSCSI sessions
     "iperf3",
     "ethtool",
+    "liburing2",  # the storage extension of the host's Reservoir, run in a guest
 )
 IMAGE_BYTES = 3 << 30  # sparse; the root holds about 1 GiB
 BUILD_TIMEOUT = 1800.0

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from reservoir.lab import netns
-from reservoir.lab.vm import Guest, GuestImage, VmUnavailable, add_tap, ensure_image
+from reservoir.lab.vm import Guest, GuestImage, VmUnavailable, add_tap, ensure_image, host_python
 
 NS = f"rsv-vm-{os.getpid()}"
 # two links between the lab namespace (taps rsvtap0, rsvtap1) and the guest (eth0, eth1)
@@ -50,7 +50,7 @@ def lab_ns(image: GuestImage) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def guest(image: GuestImage, lab_ns: str) -> Iterator[Guest]:
-    with Guest(image, "g1", netns=lab_ns, taps=TAPS) as g:
+    with Guest(image, "g1", netns=lab_ns, taps=TAPS, shares=host_python.shares()) as g:
         print(f"vm: guest booted in {g.boot_seconds:.1f} s (kernel {g.kernel})", flush=True)
         for i, address in enumerate(GUEST_ADDRESSES):
             g.check(f"ip addr add {address}/{PREFIX} dev eth{i} && ip link set eth{i} up")
