@@ -104,7 +104,11 @@ class _Channel:
             buffered += chunk
             while b"\n" in buffered:
                 line, buffered = buffered.split(b"\n", 1)
-                self._deliver(json.loads(line))
+                try:
+                    message = json.loads(line)
+                except ValueError:  # a garbled line: its caller times out, others go on
+                    continue
+                self._deliver(message)
         with self.arrived:
             self.closed = True
             self.arrived.notify_all()

@@ -45,7 +45,9 @@ def find_port() -> str:
 def send(port: int, message: dict[str, Any]) -> None:
     data = (json.dumps(message) + "\n").encode()
     with write_lock:
-        os.write(port, data)
+        view = memoryview(data)
+        while view:  # the port takes a large answer in parts
+            view = view[os.write(port, view) :]
 
 
 def b64(data: bytes | None) -> str:
