@@ -12,11 +12,18 @@ not speed.
 """
 
 from reservoir.lab.vm.guest import Guest, GuestCommandError, Result, accelerator
-from reservoir.lab.vm.image import BASE_PACKAGES, GuestImage, VmUnavailable, ensure_image
+from reservoir.lab.vm.image import (
+    BASE_PACKAGES,
+    MODULE_BUILD_PACKAGES,
+    GuestImage,
+    VmUnavailable,
+    ensure_image,
+)
 from reservoir.lab.vm.net import add_tap
 
 __all__ = [
     "BASE_PACKAGES",
+    "MODULE_BUILD_PACKAGES",
     "Guest",
     "GuestCommandError",
     "GuestImage",

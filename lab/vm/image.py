@@ -30,6 +30,7 @@ from reservoir.lab.errors import LabError
 
 __all__ = [
     "BASE_PACKAGES",
+    "MODULE_BUILD_PACKAGES",
     "GuestImage",
     "VmUnavailable",
     "ensure_image",
@@ -55,6 +56,9 @@ BASE_PACKAGES = (
     "ethtool",
     "liburing2",  # the storage extension of the host's Reservoir, run in a guest
 )
+# what building an out-of-tree module for the guest's kernel needs (kmod-pacing's
+# ipg qdisc), and its tc plugin's netlink library; the VM tests use one image with both
+MODULE_BUILD_PACKAGES = ("linux-headers-amd64", "gcc", "make", "libc6-dev", "python3-pyroute2")
 IMAGE_BYTES = 3 << 30  # sparse; the root holds about 1 GiB
 BUILD_TIMEOUT = 1800.0
 GUEST_FILES = {  # file in guest_files/ -> where it goes in the guest, and its mode

@@ -11,7 +11,16 @@ from collections.abc import Iterator
 import pytest
 
 from reservoir.lab import netns
-from reservoir.lab.vm import Guest, GuestImage, VmUnavailable, add_tap, ensure_image, host_python
+from reservoir.lab.vm import (
+    BASE_PACKAGES,
+    MODULE_BUILD_PACKAGES,
+    Guest,
+    GuestImage,
+    VmUnavailable,
+    add_tap,
+    ensure_image,
+    host_python,
+)
 
 NS = f"rsv-vm-{os.getpid()}"
 # two links between the lab namespace (taps rsvtap0, rsvtap1) and the guest (eth0, eth1)
@@ -30,7 +39,9 @@ def image() -> GuestImage:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (run make install)")
     try:
-        return ensure_image(say=lambda line: print(line, flush=True))
+        # one image for every VM test: the base and what building a module needs
+        packages = BASE_PACKAGES + MODULE_BUILD_PACKAGES
+        return ensure_image(packages, say=lambda line: print(line, flush=True))
     except VmUnavailable as exc:
         pytest.skip(str(exc))
 

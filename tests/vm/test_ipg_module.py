@@ -25,7 +25,7 @@ import pytest
 from reservoir.lab import netns
 from reservoir.lab.netns import exec_argv
 from reservoir.lab.peers import stop_process
-from reservoir.lab.vm import BASE_PACKAGES, Guest, GuestImage, add_tap, ensure_image
+from reservoir.lab.vm import Guest, GuestImage, add_tap
 from reservoir.pacing.ipg import PREAMBLE_AND_GAP, gap_from_rate
 
 from .conftest import PREFIX
@@ -35,7 +35,6 @@ pytestmark = pytest.mark.vm
 PROJECT = Path(__file__).resolve().parents[2]
 MODULE_DIR = PROJECT / "kmod-pacing" / "module"
 PLUGIN = PROJECT / "kmod-pacing" / "pacing" / "_tc_ipg.py"
-BUILD_PACKAGES = ("linux-headers-amd64", "gcc", "make", "libc6-dev", "python3-pyroute2")
 NS = "rsv-ipg"
 TAP = "rsvipg0"
 HOST, GUEST = "10.96.0.1", "10.96.0.2"
@@ -89,17 +88,12 @@ print(json.dumps(times))
 
 
 @pytest.fixture(scope="module")
-def build_image(image: GuestImage) -> GuestImage:
-    return ensure_image(BASE_PACKAGES + BUILD_PACKAGES, say=lambda line: print(line, flush=True))
-
-
-@pytest.fixture(scope="module")
-def kguest(build_image: GuestImage) -> Iterator[Guest]:
+def kguest(image: GuestImage) -> Iterator[Guest]:
     netns.delete(NS)
     netns.add(NS)
     try:
         add_tap(NS, TAP, f"{HOST}/{PREFIX}")
-        with Guest(build_image, "ipg", netns=NS, taps=[TAP]) as g:
+        with Guest(image, "ipg", netns=NS, taps=[TAP]) as g:
             g.check(f"ip addr add {GUEST}/{PREFIX} dev eth0 && ip link set eth0 up")
             g.check("mkdir -p /tmp/ipg")
             for file in (*MODULE_DIR.iterdir(), PLUGIN):
