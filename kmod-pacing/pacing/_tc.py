@@ -25,7 +25,7 @@ from pyroute2 import IPRoute, netns  # type: ignore[import-untyped]
 from pyroute2.netlink.exceptions import NetlinkError  # type: ignore[import-untyped]
 from pyroute2.netlink.rtnl.tcmsg import plugins  # type: ignore[import-untyped]
 
-from reservoir.pacing import _tc_fq
+from reservoir.pacing import _tc_fq, _tc_ipg
 from reservoir.pacing.errors import PacingError
 
 TC_H_ROOT = 0xFFFFFFFF
@@ -56,8 +56,21 @@ class RootQdisc:
 
 
 def register_fq() -> None:
-    """Teach pyroute2 the fq qdisc (idempotent; pyroute2 0.9 has no plugin)."""
+    """Teach pyroute2 the fq qdisc (idempotent; pyroute2 0.9 has no plugin) and the
+    project's ipg qdisc."""
     plugins.setdefault("fq", _tc_fq)
+    _tc_ipg.register(plugins)
+
+
+IPG_OVERHEAD = 24  # byte times a frame costs beyond its skb: FCS, preamble, gap (sch_ipg.c)
+ETH_HEADER = 14
+
+
+def ipg_rate(line_rate_bytes: int, gap: int, mtu: int) -> int:
+    """Bytes/s of full frames (counted as tbf counts them, without FCS and preamble)
+    that an ipg qdisc with ``line_rate_bytes`` and ``gap`` lets through."""
+    frame = mtu + ETH_HEADER
+    return line_rate_bytes * frame // (frame + IPG_OVERHEAD + gap)
 
 
 def _where(ifname: str, ns: str | None) -> str:
@@ -69,6 +82,7 @@ def netlink(ns: str | None) -> Iterator[Any]:
     """An rtnetlink socket in namespace ``ns`` (None: ours). Never creates a namespace."""
     if ns is not None and not os.path.exists(os.path.join(NETNS_DIR, ns)):
         raise DeviceNotFoundError(f"network namespace {ns!r} does not exist")
+    register_fq()  # so the options of fq and ipg qdiscs read back decoded
     ipr = IPRoute() if ns is None else IPRoute(netns=ns, flags=0)
     try:
         yield ipr
@@ -118,6 +132,11 @@ def _rate_of(ipr: Any, index: int, kind: str, msg: Any) -> int | None:
         return None if rate is None or rate == U32_MAX else int(rate)
     if kind == "htb":
         return _htb_rate(ipr, index, int(msg["handle"]))
+    if kind == "ipg" and opts is not None:
+        line_rate, gap = opts.get_attr("TCA_IPG_LINE_RATE"), opts.get_attr("TCA_IPG_GAP")
+        return (
+            None if line_rate is None else ipg_rate(int(line_rate), int(gap or 0), mtu(ipr, index))
+        )
     return None
 
 
@@ -178,6 +197,18 @@ def add_fq(ipr: Any, dev: tuple[int, str, str | None], handle: int, maxrate_byte
     index, ifname, ns = dev
     args = ("add", "fq", index, handle)
     _request("adding an fq root qdisc", ifname, ns, ipr.tc, *args, maxrate=maxrate_bytes)
+
+
+def add_ipg(
+    ipr: Any, dev: tuple[int, str, str | None], handle: int, line_rate_bytes: int, gap: int
+) -> None:
+    """Root ipg (kmod-pacing's module): each frame waits for its slot on a line of
+    ``line_rate_bytes``, ``gap`` byte times after the previous one."""
+    register_fq()
+    index, ifname, ns = dev
+    args = ("add", "ipg", index, handle)
+    _request("adding an ipg root qdisc", ifname, ns, ipr.tc, *args, line_rate=line_rate_bytes,
+             gap=gap)  # fmt: skip
 
 
 def delete_root(ipr: Any, dev: tuple[int, str, str | None], handle: int) -> None:

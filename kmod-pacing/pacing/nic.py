@@ -46,6 +46,8 @@ import json
 import logging
 import math
 import os
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +79,7 @@ log = logging.getLogger(__name__)
 STATE_DIR = Path("/run/reservoir-pacing")
 HANDLE = 0x52530000
 """``5253:`` ("RS"): the handle of every root qdisc pacing installs."""
-KINDS = ("fq", "tbf", "htb")
+KINDS = ("ipg", "fq", "tbf", "htb")
 DEFAULT_KIND = "tbf"
 """The qdisc used where sch_fq is missing (see the module docstring for why)."""
 FRAME_OVERHEAD = 18
@@ -120,6 +122,8 @@ class Applied:
     owner_pid: int
     owner_start: int | None
     state_file: str
+    line_rate_bps: int = 0  # ipg: the line its gap is counted on
+    gap: int = 0  # ipg: byte times after each frame
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,6 +145,8 @@ class Applied:
             owner_pid=int(d["owner_pid"]),
             owner_start=None if start is None else int(start),
             state_file=str(d["state_file"]),
+            line_rate_bps=int(d.get("line_rate_bps", 0)),
+            gap=int(d.get("gap", 0)),
         )
 
 
@@ -195,9 +201,22 @@ def fq_available(refresh: bool = False) -> bool:
     return _probed["fq"]
 
 
+def ipg_available() -> bool:
+    """Whether kmod-pacing's ipg module is loaded, or installed where modprobe finds it."""
+    if Path("/sys/module/sch_ipg").exists():
+        return True
+    if shutil.which("modprobe") is None:
+        return False
+    found = subprocess.run(["modprobe", "--dry-run", "--quiet", "sch_ipg"], check=False)
+    return found.returncode == 0
+
+
 def choose_kind(kind: str = "auto") -> str:
-    """``"auto"``: fq where the kernel has it, else :data:`DEFAULT_KIND`."""
+    """``"auto"``: ipg where the module is present, else fq where the kernel has it,
+    else :data:`DEFAULT_KIND`."""
     if kind == "auto":
+        if ipg_available():
+            return "ipg"
         return "fq" if fq_available() else DEFAULT_KIND
     if kind not in KINDS:
         raise ValueError(f"unknown pacing qdisc {kind!r} (one of auto, {', '.join(KINDS)})")
@@ -235,11 +254,15 @@ def apply(
     *,
     kind: str = "auto",
     burst: int | None = None,
+    line_rate_bps: int | None = None,
     state_dir: Path = STATE_DIR,
 ) -> Applied:
     """Pace ``ifname`` (in ``netns``) at ``rate_bps`` bit/s with a root qdisc.
 
-    ``burst`` (bytes, tbf/htb) overrides :func:`burst_bytes`. Raises ValueError
+    ``burst`` (bytes, tbf/htb) overrides :func:`burst_bytes`. ``line_rate_bps``
+    (ipg) is the line the gap is counted on: the NIC's speed where None and the
+    kernel says it, else the rate itself with no gap (each frame then waits exactly
+    its own time at the rate). Raises ValueError
     for a bad rate, burst or kind, DeviceNotFoundError, QdiscBusyError if the
     device already has a non-default root qdisc (ours from a live owner, or
     anybody's), PacingError if the kernel refuses.
@@ -268,6 +291,7 @@ def apply(
             mtu=_tc.mtu(ipr, index),
             prev=prev,
             path=path,
+            line_rate_bps=line_rate_bps if line_rate_bps else nic_speed(ifname, netns),
         )
         _save(applied)
         try:
@@ -300,9 +324,11 @@ def _planned(
     mtu: int,
     prev: _tc.RootQdisc,
     path: Path,
+    line_rate_bps: int | None = None,
 ) -> Applied:
     rate_bytes = rate_bps // 8  # rounded down: never above the plan
-    if kind == "fq":
+    line, gap = ipg_setting(rate_bytes, mtu, line_rate_bps) if kind == "ipg" else (0, 0)
+    if kind in ("fq", "ipg"):
         burst = 0
     elif burst is None:
         burst = burst_bytes(mtu, rate_bytes)
@@ -322,13 +348,42 @@ def _planned(
         owner_pid=pid,
         owner_start=proc_start_time(pid),
         state_file=str(path),
+        line_rate_bps=line * 8,
+        gap=gap,
     )
+
+
+def nic_speed(ifname: str, netns: str | None) -> int | None:
+    """The NIC's speed in bit/s where the kernel knows it (ours: sysfs shows only this
+    namespace's devices), else None."""
+    if netns is not None:
+        return None
+    try:
+        mbit = int(Path(f"/sys/class/net/{ifname}/speed").read_text())
+    except (OSError, ValueError):
+        return None
+    return mbit * 1_000_000 if mbit > 0 else None
+
+
+def ipg_setting(rate_bytes: int, mtu: int, line_rate_bps: int | None) -> tuple[int, int]:
+    """(line rate in bytes/s, gap in byte times) that let full frames through at no
+    more than ``rate_bytes``, counted as tbf counts them: the gap on the NIC's line
+    where it is known and faster, else a line of the rate's own wire time, no gap."""
+    frame = mtu + _tc.ETH_HEADER
+    wire = frame + _tc.IPG_OVERHEAD
+    line = (line_rate_bps or 0) // 8
+    if line * frame >= rate_bytes * wire:
+        gap = math.ceil(line * frame / rate_bytes) - wire
+        return line, max(gap, 0)
+    return math.ceil(rate_bytes * wire / frame), 0
 
 
 def _install(ipr: Any, a: Applied) -> None:
     dev = (a.ifindex, a.ifname, a.netns)
     rate_bytes = a.rate_bps // 8
-    if a.kind == "tbf":
+    if a.kind == "ipg":
+        _tc.add_ipg(ipr, dev, a.handle, a.line_rate_bps // 8, a.gap)
+    elif a.kind == "tbf":
         _tc.add_tbf(ipr, dev, a.handle, rate_bytes, burst=a.burst_bytes, limit=a.limit_bytes)
     elif a.kind == "htb":
         _tc.add_htb(ipr, dev, a.handle, rate_bytes, a.burst_bytes)

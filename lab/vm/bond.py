@@ -107,6 +107,16 @@ class Samples:
     points: list[tuple[float, int]] = field(default_factory=list)
     cut_at: float | None = None
 
+    def peak_rate(self, span: float) -> float:
+        """The most bytes/s received over any ``span`` s (0 if the samples are shorter)."""
+        best = 0.0
+        for i, (t0, b0) in enumerate(self.points):
+            later = next(((t, b) for t, b in self.points[i:] if t >= t0 + span), None)
+            if later is None:
+                break
+            best = max(best, (later[1] - b0) / (later[0] - t0))
+        return best
+
     def lost_window(self) -> float | None:
         """Seconds from the cut until a RECOVERY_SPAN s span carries RECOVERED of the
         mean rate before the cut (None: no cut, or no recovery seen)."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -24,8 +26,8 @@ import pytest
 
 from reservoir.lab import netns
 from reservoir.lab.netns import exec_argv
-from reservoir.lab.peers import stop_process
-from reservoir.lab.vm import Guest, GuestImage, add_tap
+from reservoir.lab.peers import reservoir_command, stop_process
+from reservoir.lab.vm import Guest, GuestImage, add_tap, bond, host_python
 from reservoir.pacing.ipg import PREAMBLE_AND_GAP, gap_from_rate
 
 from .conftest import PREFIX
@@ -93,7 +95,7 @@ def kguest(image: GuestImage) -> Iterator[Guest]:
     netns.add(NS)
     try:
         add_tap(NS, TAP, f"{HOST}/{PREFIX}")
-        with Guest(image, "ipg", netns=NS, taps=[TAP]) as g:
+        with Guest(image, "ipg", netns=NS, taps=[TAP], shares=host_python.shares()) as g:
             g.check(f"ip addr add {GUEST}/{PREFIX} dev eth0 && ip link set eth0 up")
             g.check("mkdir -p /tmp/ipg")
             for file in (*MODULE_DIR.iterdir(), PLUGIN):
@@ -149,11 +151,13 @@ def _gaps(kguest: Guest, line_rate: int, gap: int | None) -> list[float]:
 
 
 # The gaps of a 100 and a 500 Mbit/s train on a 1 Gbit/s line (13842 and 1538 byte
-# times after each 1518-byte frame). A guest under TCG sends about 12k frames a
-# second, fewer than the 41k of 500 Mbit/s: that gap is measured on a line clocked
-# 8 times slower (125 Mbit/s), where it is the same share of each slot.
+# times after each 1518-byte frame), measured on a line clocked 8 times slower (125
+# Mbit/s), where each gap is the same share of its slot. A guest under TCG sends about
+# 12k frames a second, fewer than the 41k of 500 Mbit/s, and the 123 us slots of 100
+# Mbit/s on the real clock came out 123.0-132.3 us from run to run (the guest's
+# timers and clock under emulation); on the slow clock 1017.5 us of 984.3 in one run.
 @pytest.mark.parametrize(
-    ("rate_mbit", "line_mbit"), [(100, 1000), (500, 125)], ids=["100-of-1000", "500-of-1000"]
+    ("rate_mbit", "line_mbit"), [(100, 125), (500, 125)], ids=["100-of-1000", "500-of-1000"]
 )
 def test_frames_leave_the_configured_gap_apart(
     loaded: Guest, rate_mbit: int, line_mbit: int
@@ -171,6 +175,91 @@ def test_frames_leave_the_configured_gap_apart(
     )
     assert unpaced < 0.8 * expected  # the guest sends faster: the gap is the qdisc's
     assert abs(median - expected) <= 0.05 * expected
+
+
+PLAN_BPS = 100_000_000
+PACE = f"""
+import json
+import os
+import re
+from reservoir.pacing import nic
+a = nic.apply("eth0", {PLAN_BPS}, line_rate_bps=1_000_000_000)
+print(json.dumps({{"kind": a.kind, "gap": a.gap, "read": nic.current("eth0").rate_bps}}))
+"""
+UNPACE = """
+from pathlib import Path
+from reservoir.pacing import nic
+state = next(Path("/run/reservoir-pacing").glob("*.json"))
+print(nic.remove(nic.read_state(state)))
+"""
+COPY_IQN = "iqn.2026-11.org.reservoir:paced"
+COPY_INITIATOR = "iqn.2026-11.org.reservoir:paced-copier"
+COPY_MIB = 24
+
+
+@pytest.fixture
+def copy_target(tmp_path: Path) -> Iterator[Path]:
+    """Our target in the namespace; its LUN file."""
+    lun = tmp_path / "dest.img"
+    lun.touch()
+    os.truncate(lun, COPY_MIB << 20)
+    log = tmp_path / "target.log"
+    argv = [*reservoir_command(), "target", "serve", "--portal", f"{HOST}:3260",
+            "--iqn", COPY_IQN, "--lun", str(lun), "--allow", COPY_INITIATOR]  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(exec_argv(NS, argv), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while "ready:" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield lun
+    finally:
+        stop_process(proc)
+
+
+def test_a_copy_paced_by_the_ipg_backend_keeps_the_plan(loaded: Guest, copy_target: Path) -> None:
+    python = host_python.argv()[0]
+    source = "/var/tmp/paced-source.img"
+    loaded.check(f"dd if=/dev/urandom of={source} bs=1M count={COPY_MIB} status=none")
+    shown = json.loads(loaded.check([python, "-c", PACE], timeout=300))
+    assert shown["kind"] == "ipg"  # chosen by itself: the module is loaded
+    assert shown["read"] == PLAN_BPS  # read back from the kernel
+    argv = host_python.argv(
+        "copy", source, f"iscsi://{HOST}:3260/{COPY_IQN}/0", "--streams", "4",
+        "--extent-size", str(1 << 20), "--initiator-name", COPY_INITIATOR,
+        "--checkpoint", "/tmp/paced.ckpt",
+    )  # fmt: skip
+    watch = bond.LinkCut(NS, [TAP], loaded, ("", ""), after=1 << 62)  # samples, never cuts
+    watch.start()
+    try:
+        done = loaded.run(" ".join(argv), timeout=600)
+    finally:
+        samples = watch.finish()
+        print(loaded.run("tc -s qdisc show dev eth0").out)
+        removed = loaded.run([python, "-c", UNPACE], timeout=300)
+    print(done.out)
+    assert done.rc == 0, done.err[-3000:]
+    assert "equal to the source" in done.out
+    found = re.search(r"^copied (\d+) bytes in ([\d.]+) s", done.out, re.MULTILINE)
+    assert found is not None
+    rate = int(found[1]) * 8 / float(found[2])
+    wire = samples.peak_rate(1.0) * 8
+    print(f"received on the tap: at most {wire / 1e6:.1f} Mbit/s over 1 s")
+    share = rate / PLAN_BPS
+    print(
+        f"a copy paced by ipg at {PLAN_BPS / 1e6:.0f} Mbit/s (gap {shown['gap']} byte times "
+        f"on 1 Gbit/s): {rate / 1e6:.1f} Mbit/s of data, {share:.2f} of the plan"
+    )
+    # Never above the plan, on the wire or in data. Not asserted: reaching it. TCP
+    # gets 0.4-0.7 of the plan through ipg in this guest (iperf3 -P 4 too), where UDP
+    # trains keep the gap within 5% and TBF with a 64 KiB bucket passes 0.95-0.99 of
+    # TCP. A catch-up credit of 500 us in the module did not help TCP and broke the
+    # gaps (median 106 us of 123); the cause is not found yet.
+    assert wire <= 1.02 * PLAN_BPS
+    assert rate <= PLAN_BPS
+    assert removed.rc == 0 and removed.out.strip() == "True", removed.err
+    assert "ipg" not in loaded.check("tc qdisc show dev eth0")
 
 
 def test_unloading_leaves_nothing_behind(loaded: Guest) -> None:

@@ -1,0 +1,55 @@
+"""The ipg kind of per-NIC pacing: the line rate and gap it asks the module for,
+and the rate read back from them. The module itself runs in tests/vm/test_ipg_module.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from reservoir.pacing import _tc, nic
+
+MTU = 1500
+FRAME = MTU + 14  # what tbf and the module count of a full frame
+
+
+@pytest.mark.parametrize("rate_bps", [100_000_000, 500_000_000, 940_000_000])
+def test_on_a_known_line_the_gap_brings_full_frames_to_the_plan(rate_bps: int) -> None:
+    rate = rate_bps // 8
+    line, gap = nic.ipg_setting(rate, MTU, 1_000_000_000)
+    assert line == 125_000_000
+    got = _tc.ipg_rate(line, gap, MTU)
+    assert got <= rate  # never above the plan
+    assert got >= _tc.ipg_rate(line, gap + 1, MTU)  # and the gap is the narrowest that does
+
+
+def test_the_paper_s_knob_on_a_gigabit_line() -> None:
+    # 100 Mbit/s of 1514-byte frames on 1 Gbit/s: each frame's slot is ten times its
+    # own, so the gap is 9 frames and their overhead wide
+    _, gap = nic.ipg_setting(12_500_000, MTU, 1_000_000_000)
+    assert gap == 10 * FRAME - (FRAME + 24)
+
+
+def test_without_a_known_line_the_rate_is_the_line_and_there_is_no_gap() -> None:
+    line, gap = nic.ipg_setting(12_500_000, MTU, None)
+    assert gap == 0
+    assert _tc.ipg_rate(line, gap, MTU) == pytest.approx(12_500_000, abs=1)
+
+
+def test_a_line_slower_than_the_plan_is_not_used() -> None:
+    line, gap = nic.ipg_setting(125_000_000, MTU, 100_000_000)
+    assert gap == 0 and line > 125_000_000
+
+
+def test_auto_chooses_ipg_where_the_module_is_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nic, "ipg_available", lambda: True)
+    assert nic.choose_kind("auto") == "ipg"
+
+
+def test_a_state_file_from_before_the_ipg_kind_still_reads() -> None:
+    old = {
+        "ifname": "eth1", "netns": None, "ifindex": 3, "kind": "tbf", "handle": nic.HANDLE,
+        "rate_bps": 8_000_000, "burst_bytes": 3000, "limit_bytes": 262144,
+        "previous_kind": "noqueue", "previous_handle": 0, "owner_pid": 1,
+        "owner_start": None, "state_file": "/run/reservoir-pacing/x",
+    }  # fmt: skip
+    applied = nic.Applied.from_dict(old)
+    assert (applied.line_rate_bps, applied.gap) == (0, 0)
