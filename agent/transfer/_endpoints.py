@@ -328,7 +328,7 @@ class RemoteSide:
         self.hold: int | None = None  # the copy's reservation key, once held (see _hold)
         self.hold_kind = ""  # RESERVED, or REGISTERED where the target needs it (_hold)
         self._holder: Session | None = None  # the session that reserved, while in
-        self._writers_checked = False  # whether a non-holder's empty write was tried
+        self._writers_checked = False  # whether a non-holder tried its harmless write
         self._hold_lock = asyncio.Lock()
         self.pr_state = PrState()
         self._early: dict[int, tuple[PathSpec | None, asyncio.Task[Session]]] = {}
