@@ -19,7 +19,7 @@ from reservoir.lab.vm.image import (
     VmUnavailable,
     ensure_image,
 )
-from reservoir.lab.vm.net import add_tap
+from reservoir.lab.vm.net import add_tap, serving_target
 
 __all__ = [
     "BASE_PACKAGES",
@@ -32,4 +32,5 @@ __all__ = [
     "accelerator",
     "add_tap",
     "ensure_image",
+    "serving_target",
 ]

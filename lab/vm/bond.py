@@ -138,14 +138,20 @@ class Samples:
 
 
 class LinkCut(threading.Thread):
-    """Samples what the namespace receives on ``taps`` and, once ``after`` bytes more
-    came in, cuts one link at both ends, as a failed cable would: the tap goes down
-    (the namespace routes around it, as a switch stops using a dead port) and the
-    guest's slave goes down (its bond's MII monitoring sees it). :meth:`finish` stops
+    """Samples what the namespace receives on ``taps`` and, with a ``link`` (tap,
+    guest slave), once ``after`` bytes more came in, cuts that link at both ends, as a
+    failed cable would: the tap goes down (the namespace routes around it, as a switch
+    stops using a dead port) and the guest's slave goes down (its bond's MII
+    monitoring sees it). Without a ``link`` it only samples. :meth:`finish` stops
     sampling and gives the samples."""
 
     def __init__(
-        self, ns: str, taps: Sequence[str], guest: Guest, link: tuple[str, str], after: int
+        self,
+        ns: str,
+        taps: Sequence[str],
+        guest: Guest,
+        link: tuple[str, str] | None = None,
+        after: int = 0,
     ) -> None:
         super().__init__(daemon=True)
         self.ns, self.taps, self.guest, self.link, self.after = ns, list(taps), guest, link, after
@@ -161,7 +167,7 @@ class LinkCut(threading.Thread):
         while not self._done.wait(SAMPLE_EVERY):
             now, got = time.monotonic(), self._received() - base
             self.samples.points.append((now, got))
-            if self.samples.cut_at is None and got >= self.after:
+            if self.link is not None and self.samples.cut_at is None and got >= self.after:
                 tap, slave = self.link
                 self.samples.cut_at = time.monotonic()
                 ns_run(self.ns, ["ip", "link", "set", tap, "down"], f"cut {tap}")

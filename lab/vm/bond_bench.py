@@ -16,18 +16,23 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from reservoir.lab import netns
-from reservoir.lab.netns import exec_argv, ns_run
-from reservoir.lab.peers import reservoir_command, stop_process
-from reservoir.lab.vm import Guest, accelerator, add_tap, bond, ensure_image, host_python
+from reservoir.lab.netns import ns_run
+from reservoir.lab.vm import (
+    Guest,
+    accelerator,
+    add_tap,
+    bond,
+    ensure_image,
+    host_python,
+    serving_target,
+)
 
 NS = f"rsv-bond-{os.getpid()}"
 TAPS = ("rsvbt0", "rsvbt1")
@@ -67,28 +72,27 @@ def lab(mib: int) -> Iterator[tuple[Guest, Path]]:
     image = ensure_image(say=print)
     netns.delete(NS)
     netns.add(NS)
-    work = Path(tempfile.mkdtemp(prefix="reservoir-bond-bench-"))
-    proc = None
     try:
         for tap, address in zip(TAPS, HOSTS, strict=True):
             add_tap(NS, tap, f"{address}/24")
         bond.join_taps(NS, TAPS, HOST_BOND)
-        with Guest(image, "bench", netns=NS, taps=TAPS, shares=host_python.shares()) as guest:
+        with (
+            tempfile.TemporaryDirectory(prefix="reservoir-bond-bench-") as work,
+            Guest(image, "bench", netns=NS, taps=TAPS, shares=host_python.shares()) as guest,
+        ):
             print(f"guest booted in {guest.boot_seconds:.1f} s")
             _addresses(guest)
             guest.check(f"dd if=/dev/urandom of={SOURCE} bs=1M count={mib} status=none")
-            lun = work / "dest.img"
+            lun = Path(work) / "dest.img"
             lun.touch()
             os.truncate(lun, mib << 20)
-            proc = _serve(lun, work / "target.log")
-            limits = "ip mptcp limits set subflow 2 add_addr_accepted 2"
-            ns_run(NS, limits.split(), "mptcp limits")
-            ns_run(NS, ["ip", "mptcp", "endpoint", "add", HOSTS[1], "dev", TAPS[1], "signal"],
-                   "mptcp endpoint")  # fmt: skip
-            yield guest, lun
+            with serving_target(NS, _target_args(lun), Path(work) / "target.log"):
+                limits = "ip mptcp limits set subflow 2 add_addr_accepted 2"
+                ns_run(NS, limits.split(), "mptcp limits")
+                ns_run(NS, ["ip", "mptcp", "endpoint", "add", HOSTS[1], "dev", TAPS[1],
+                            "signal"], "mptcp endpoint")  # fmt: skip
+                yield guest, lun
     finally:
-        if proc is not None:
-            stop_process(proc)
         netns.delete(NS)
 
 
@@ -97,18 +101,9 @@ def _addresses(guest: Guest) -> None:
         guest.check(f"ip link set eth{i} up && ip addr replace {address}/24 dev eth{i}")
 
 
-def _serve(lun: Path, log: Path) -> subprocess.Popen[bytes]:
+def _target_args(lun: Path) -> list[str]:
     portals = [a for h in (*HOSTS, HOST_BOND) for a in ("--portal", f"{h}:3260")]
-    argv = [*reservoir_command(), "target", "serve", *portals, "--iqn", IQN,
-            "--lun", str(lun), "--allow", INITIATOR, "--mptcp"]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(exec_argv(NS, argv), stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while "ready:" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the target did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.2)
-    return proc
+    return [*portals, "--iqn", IQN, "--lun", str(lun), "--allow", INITIATOR, "--mptcp"]
 
 
 def _mptcp(guest: Guest) -> None:
@@ -150,8 +145,8 @@ def _copy(
         "--checkpoint", f"/tmp/{name}.ckpt", *extra,
     )  # fmt: skip
     before = bond.tx_bytes(guest, SLAVES)
-    after_bytes = (mib << 20) // 4 if cut else 1 << 62  # whole: never
-    watch = bond.LinkCut(NS, TAPS, guest, (TAPS[1], SLAVES[1]), after_bytes)
+    link = (TAPS[1], SLAVES[1]) if cut else None
+    watch = bond.LinkCut(NS, TAPS, guest, link, after=(mib << 20) // 4)
     watch.start()
     try:
         done = guest.run(" ".join(argv), timeout=900)

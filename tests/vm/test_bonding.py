@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reservoir.lab.netns import exec_argv, ns_run
-from reservoir.lab.peers import reservoir_command, stop_process
-from reservoir.lab.vm import Guest, bond, host_python
+from reservoir.lab.netns import ns_run
+from reservoir.lab.vm import Guest, bond, host_python, serving_target
 
 from .conftest import GUEST_ADDRESSES, PREFIX, TAPS
 
@@ -42,20 +39,10 @@ def target(lab_ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     with open(lun, "r+b") as f:
         f.truncate(SOURCE_MIB << 20)
     bond.join_taps(lab_ns, TAPS, HOST_BOND)
-    log = tmp / "target.log"
-    argv = [*reservoir_command(), "target", "serve", "--portal", f"{HOST_BOND}:3260",
-            "--iqn", IQN, "--lun", str(lun), "--allow", INITIATOR]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(exec_argv(lab_ns, argv), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while "ready:" not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the target never said ready"
-            time.sleep(0.2)
+    args = ["--portal", f"{HOST_BOND}:3260", "--iqn", IQN, "--lun", str(lun),
+            "--allow", INITIATOR]  # fmt: skip
+    with serving_target(lab_ns, args, tmp / "target.log"):
         yield lun
-    finally:
-        stop_process(proc)
 
 
 @pytest.fixture(scope="module")

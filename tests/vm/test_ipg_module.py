@@ -26,8 +26,8 @@ import pytest
 
 from reservoir.lab import netns
 from reservoir.lab.netns import exec_argv
-from reservoir.lab.peers import reservoir_command, stop_process
-from reservoir.lab.vm import Guest, GuestImage, add_tap, bond, host_python
+from reservoir.lab.peers import stop_process
+from reservoir.lab.vm import Guest, GuestImage, add_tap, bond, host_python, serving_target
 from reservoir.pacing.ipg import PREAMBLE_AND_GAP, gap_from_rate
 
 from .conftest import PREFIX
@@ -203,19 +203,10 @@ def copy_target(tmp_path: Path) -> Iterator[Path]:
     lun = tmp_path / "dest.img"
     lun.touch()
     os.truncate(lun, COPY_MIB << 20)
-    log = tmp_path / "target.log"
-    argv = [*reservoir_command(), "target", "serve", "--portal", f"{HOST}:3260",
-            "--iqn", COPY_IQN, "--lun", str(lun), "--allow", COPY_INITIATOR]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(exec_argv(NS, argv), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while "ready:" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    args = ["--portal", f"{HOST}:3260", "--iqn", COPY_IQN, "--lun", str(lun),
+            "--allow", COPY_INITIATOR]  # fmt: skip
+    with serving_target(NS, args, tmp_path / "target.log"):
         yield lun
-    finally:
-        stop_process(proc)
 
 
 def test_a_copy_paced_by_the_ipg_backend_keeps_the_plan(loaded: Guest, copy_target: Path) -> None:
@@ -230,7 +221,7 @@ def test_a_copy_paced_by_the_ipg_backend_keeps_the_plan(loaded: Guest, copy_targ
         "--extent-size", str(1 << 20), "--initiator-name", COPY_INITIATOR,
         "--checkpoint", "/tmp/paced.ckpt",
     )  # fmt: skip
-    watch = bond.LinkCut(NS, [TAP], loaded, ("", ""), after=1 << 62)  # samples, never cuts
+    watch = bond.LinkCut(NS, [TAP], loaded)  # samples only
     watch.start()
     try:
         done = loaded.run(" ".join(argv), timeout=600)

@@ -11,16 +11,13 @@ log is printed (``pytest -s``).
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reservoir.lab.netns import exec_argv, ns_run
-from reservoir.lab.peers import reservoir_command, stop_process
-from reservoir.lab.vm import Guest, lio
+from reservoir.lab.netns import ns_run
+from reservoir.lab.vm import Guest, lio, serving_target
 from reservoir.lab.vm.open_iscsi import Chap, Node, OpenIscsi
 
 from .conftest import HOST_ADDRESSES, TAPS
@@ -62,21 +59,8 @@ def target_log(lab_ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """Our target serving both targets in the lab namespace; its log."""
     tmp = tmp_path_factory.mktemp("target")
     log = tmp / "target.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            exec_argv(lab_ns, [*reservoir_command(), "target", "serve", "--config",
-                               str(_config(tmp))]),
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while "ready:" not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the target never said ready"
-            time.sleep(0.2)
+    with serving_target(lab_ns, ["--config", str(_config(tmp))], log):
         yield log
-    finally:
-        stop_process(proc)
 
 
 @pytest.fixture(scope="module")
