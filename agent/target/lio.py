@@ -151,11 +151,12 @@ def _provision(
 
 def _backstore(rtslib: Any, target: Target, lun: Lun, report: LioReport) -> Any:
     name = backstore_name(target, lun)
-    if stat.S_ISBLK(os.stat(lun.path).st_mode):
+    found = os.stat(lun.path)
+    if stat.S_ISBLK(found.st_mode):
         report.backstores.append(f"block {name} {lun.path}")
         return rtslib.BlockStorageObject(name, dev=lun.path, readonly=lun.read_only)
     report.backstores.append(f"fileio {name} {lun.path}")
-    size = os.stat(lun.path).st_size
+    size = found.st_size
     return rtslib.FileIOStorageObject(name, dev=lun.path, size=size, write_back=not lun.direct)
 
 

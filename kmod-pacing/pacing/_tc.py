@@ -55,9 +55,9 @@ class RootQdisc:
     rate_bytes: int | None = None
 
 
-def register_fq() -> None:
-    """Teach pyroute2 the fq qdisc (idempotent; pyroute2 0.9 has no plugin) and the
-    project's ipg qdisc."""
+def register_plugins() -> None:
+    """Teach pyroute2 the fq qdisc (pyroute2 0.9 has no plugin) and the project's ipg
+    qdisc; idempotent, done by :func:`netlink` for every socket."""
     plugins.setdefault("fq", _tc_fq)
     _tc_ipg.register(plugins)
 
@@ -82,7 +82,7 @@ def netlink(ns: str | None) -> Iterator[Any]:
     """An rtnetlink socket in namespace ``ns`` (None: ours). Never creates a namespace."""
     if ns is not None and not os.path.exists(os.path.join(NETNS_DIR, ns)):
         raise DeviceNotFoundError(f"network namespace {ns!r} does not exist")
-    register_fq()  # so the options of fq and ipg qdiscs read back decoded
+    register_plugins()  # so fq and ipg options go out encoded and read back decoded
     ipr = IPRoute() if ns is None else IPRoute(netns=ns, flags=0)
     try:
         yield ipr
@@ -193,7 +193,6 @@ def add_htb(
 
 def add_fq(ipr: Any, dev: tuple[int, str, str | None], handle: int, maxrate_bytes: int) -> None:
     """Root fq pacing every flow at most at ``maxrate_bytes``."""
-    register_fq()
     index, ifname, ns = dev
     args = ("add", "fq", index, handle)
     _request("adding an fq root qdisc", ifname, ns, ipr.tc, *args, maxrate=maxrate_bytes)
@@ -204,7 +203,6 @@ def add_ipg(
 ) -> None:
     """Root ipg (kmod-pacing's module): each frame waits for its slot on a line of
     ``line_rate_bytes``, ``gap`` byte times after the previous one."""
-    register_fq()
     index, ifname, ns = dev
     args = ("add", "ipg", index, handle)
     _request("adding an ipg root qdisc", ifname, ns, ipr.tc, *args, line_rate=line_rate_bytes,
@@ -221,7 +219,6 @@ def delete_root(ipr: Any, dev: tuple[int, str, str | None], handle: int) -> None
 def probe_qdisc(kind: str) -> bool:
     """Whether the kernel knows qdisc ``kind`` (no options): tried as the root of
     a veth in a scratch namespace created and deleted here."""
-    register_fq()
     name = f"rsvpace-probe-{os.getpid()}-{secrets.token_hex(3)}"
     netns.create(name)
     try:

@@ -3,7 +3,7 @@
 Only what pacing needs: ``maxrate`` (TCA_FQ_FLOW_MAX_RATE, bytes/s, u32) on the
 way in, the attribute table (from ``include/uapi/linux/pkt_sched.h``) on the way
 out so :func:`reservoir.pacing.nic.current` can read the rate back. Registered in
-pyroute2's plugin table by :func:`reservoir.pacing._tc.register_fq` (idempotent).
+pyroute2's plugin table by :func:`reservoir.pacing._tc.register_plugins` (idempotent).
 """
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ def apply(
             mtu=_tc.mtu(ipr, index),
             prev=prev,
             path=path,
-            line_rate_bps=line_rate_bps if line_rate_bps else nic_speed(ifname, netns),
+            line_rate_bps=line_rate_bps or (nic_speed(ifname, netns) if kind == "ipg" else None),
         )
         _save(applied)
         try:
