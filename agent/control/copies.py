@@ -29,7 +29,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -352,7 +352,8 @@ class CopyManager:
     def _pace(self, job: CopyJob) -> concurrent.futures.Future[None] | None:
         if self.pacer is None:
             return None
-        return self.pacer.set(job.id, {} if job.caps is None else job.caps.nic_pacing_rates)
+        rates = {} if job.caps is None else job.caps.nic_pacing_rates
+        return self.pacer.set(job.id, rates, flows_per_nic(job.request, rates))
 
     async def _paced(self, job: CopyJob) -> None:
         """Sets the copy's NIC pacing and waits until the qdiscs are in place, so the
@@ -488,3 +489,12 @@ class CopyManager:
             job.task, job.intent, job.stream_caps = None, None, None
             if self.pacer is not None:
                 self.pacer.clear(job.id)
+
+
+def flows_per_nic(request: CopyCreate, nics: Collection[str]) -> dict[str, int]:
+    """How many of the copy's streams leave through each NIC it paces: its streams
+    (per destination) dealt evenly over them, rounded up, so a per-flow rate of the
+    NIC's rate over these never lets a NIC send more than its rate."""
+    dests = request.dest if isinstance(request.dest, list) else [request.dest]
+    total = request.streams * len(dests)
+    return {name: max(1, -(-total // len(nics))) for name in nics}

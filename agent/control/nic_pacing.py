@@ -4,7 +4,9 @@ A copy's caps may name NIC pacing rates (``nic_pacing_rates``, bytes per second,
 the coordinator's pacing plan). While the copy runs, each of those NICs gets a root
 qdisc pacing it (:mod:`reservoir.pacing.nic`: TBF with a small bucket here, ``fq
 maxrate`` where the kernel has sch_fq); when it ends, pauses or fails, the qdisc goes.
-Several running copies that pace one NIC add up: each brings its own share.
+Several running copies that pace one NIC add up: each brings its own share, and its
+streams (fq's maxrate paces each flow, so it is set to the NIC's rate over the
+streams that share it).
 
 What is installed is recorded in ``<agent state>/pacing/`` (one file per device, with
 the agent's PID), so an agent that died leaves nothing behind: the next start removes
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -38,7 +40,7 @@ log = logging.getLogger("reservoir.agent.pacing")
 class NicBackend(Protocol):
     """What installs and removes a NIC's pacing: :mod:`reservoir.pacing.nic`, or a fake."""
 
-    def apply(self, ifname: str, rate_bps: int, *, state_dir: Path) -> Applied: ...
+    def apply(self, ifname: str, rate_bps: int, *, flows: int, state_dir: Path) -> Applied: ...
 
     def remove(self, applied: Applied) -> bool: ...
 
@@ -46,8 +48,8 @@ class NicBackend(Protocol):
 
 
 class _Kernel:
-    def apply(self, ifname: str, rate_bps: int, *, state_dir: Path) -> Applied:
-        return nic.apply(ifname, rate_bps, state_dir=state_dir)
+    def apply(self, ifname: str, rate_bps: int, *, flows: int, state_dir: Path) -> Applied:
+        return nic.apply(ifname, rate_bps, flows=flows, state_dir=state_dir)
 
     def remove(self, applied: Applied) -> bool:
         return nic.remove(applied)
@@ -63,6 +65,7 @@ class NicPacer:
         self.state_dir = state_dir
         self.backend: NicBackend = backend or _Kernel()
         self.wanted: dict[str, dict[str, int]] = {}  # copy -> NIC -> bytes/s
+        self.flows: dict[str, dict[str, int]] = {}  # copy -> NIC -> its streams there
         self.applied: dict[str, Applied] = {}  # NIC -> its qdisc
         self.errors: dict[str, str] = {}  # NIC -> why it is not paced as wanted
         self._lock = threading.Lock()
@@ -73,19 +76,25 @@ class NicPacer:
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._worker.submit(self._cleanup).result()
 
-    def set(self, copy_id: str, rates: Mapping[str, int]) -> Future[None]:
+    def set(
+        self, copy_id: str, rates: Mapping[str, int], flows: Mapping[str, int] | None = None
+    ) -> Future[None]:
         """``copy_id`` paces these NICs (bytes/s) from now on; an empty map: none.
+        ``flows``: how many of its streams leave through each NIC (1 where not said).
         The future is done once the qdiscs are as wanted (or refused, see ``errors``)."""
         with self._lock:
             if rates:
                 self.wanted[copy_id] = dict(rates)
+                self.flows[copy_id] = {n: max(1, (flows or {}).get(n, 1)) for n in rates}
             else:
                 self.wanted.pop(copy_id, None)
+                self.flows.pop(copy_id, None)
         return self._worker.submit(self._sync)
 
     def clear(self, copy_id: str) -> None:
         """``copy_id`` stopped: its share of every NIC goes."""
         with self._lock:
+            self.flows.pop(copy_id, None)
             if self.wanted.pop(copy_id, None) is None:
                 return
         self._worker.submit(self._sync)
@@ -98,17 +107,19 @@ class NicPacer:
         """Removes every qdisc this agent installed; waits for it."""
         with self._lock:
             self.wanted.clear()
+            self.flows.clear()
         self._worker.submit(self._sync)
         self._worker.shutdown(wait=True)
 
     def totals(self) -> dict[str, int]:
         """Bytes/s wanted per NIC, over every running copy."""
-        out: dict[str, int] = {}
         with self._lock:
-            for rates in self.wanted.values():
-                for name, rate in rates.items():
-                    out[name] = out.get(name, 0) + rate
-        return out
+            return _summed(self.wanted.values())
+
+    def flow_totals(self) -> dict[str, int]:
+        """Streams per NIC, over every running copy that paces it."""
+        with self._lock:
+            return _summed(self.flows.values())
 
     def _cleanup(self) -> None:
         try:
@@ -126,24 +137,29 @@ class NicPacer:
             if name in self.errors:
                 parts.append(f"{name} not paced: {self.errors[name]}")
             elif (a := self.applied.get(name)) is not None:
-                parts.append(f"{name} at {a.rate_bps / 1e6:.1f} Mbit/s with {a.kind}")
+                each = f" ({a.flows} flows)" if a.kind == "fq" else ""
+                parts.append(f"{name} at {a.rate_bps / 1e6:.1f} Mbit/s with {a.kind}{each}")
         return "; ".join(parts)
 
     def _sync(self) -> None:
-        totals = self.totals()
+        totals, flows = self.totals(), self.flow_totals()
         for name in sorted(set(self.applied) | set(totals) | set(self.errors)):
             want = totals.get(name)
             have = self.applied.get(name)
-            if have is not None and (want is None or have.rate_bps != want * 8):
+            if have is not None and (
+                want is None or (have.rate_bps, have.flows) != (want * 8, _flows(have, flows, name))
+            ):
                 self._remove(name, have)
             if want is not None and name not in self.applied:
-                self._apply(name, want)
+                self._apply(name, want, flows.get(name, 1))
             elif want is None:
                 self.errors.pop(name, None)
 
-    def _apply(self, name: str, rate: int) -> None:
+    def _apply(self, name: str, rate: int, flows: int) -> None:
         try:
-            self.applied[name] = self.backend.apply(name, rate * 8, state_dir=self.state_dir)
+            self.applied[name] = self.backend.apply(
+                name, rate * 8, flows=flows, state_dir=self.state_dir
+            )
         except Exception as exc:  # pacing never stops a copy
             self.errors[name] = str(exc)
             log.warning("NIC %s not paced at %d bytes/s: %s", name, rate, exc)
@@ -156,3 +172,16 @@ class NicPacer:
         except Exception as exc:
             log.warning("pacing of NIC %s not removed: %s", name, exc)
         del self.applied[name]
+
+
+def _summed(maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for one in maps:
+        for name, value in one.items():
+            out[name] = out.get(name, 0) + value
+    return out
+
+
+def _flows(have: Applied, flows: Mapping[str, int], name: str) -> int:
+    """The flows ``have`` should be paced for now: only fq counts them."""
+    return flows.get(name, 1) if have.kind == "fq" else have.flows

@@ -11,7 +11,10 @@ Which qdisc (``kind="auto"``):
 
 * ``fq`` with ``maxrate`` where the kernel has sch_fq (probed once, cached):
   pacing per flow, from the socket's own schedule, no token bucket at all.
-  Note that maxrate caps each flow, not the NIC's sum.
+  maxrate caps each flow, not the NIC's sum: ``apply(..., flows=N)`` for a NIC
+  that N streams share sets maxrate to rate / N, so together they keep the rate
+  (a stream that idles leaves its share unused; measured in a guest, a 4-stream
+  copy under maxrate = rate sent 3.4 times the plan).
 * otherwise ``tbf`` with a small bucket (:func:`burst_bytes`). TBF is the
   default over HTB because a bucket smaller than a GSO super-packet makes TBF
   segment it (``tbf_segment``) and send MTU frames spaced at the rate -- the
@@ -124,6 +127,7 @@ class Applied:
     state_file: str
     line_rate_bps: int = 0  # ipg: the line its gap is counted on
     gap: int = 0  # ipg: byte times after each frame
+    flows: int = 1  # fq: the streams sharing the rate; each is paced at rate / flows
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,6 +151,7 @@ class Applied:
             state_file=str(d["state_file"]),
             line_rate_bps=int(d.get("line_rate_bps", 0)),
             gap=int(d.get("gap", 0)),
+            flows=int(d.get("flows", 1)),
         )
 
 
@@ -255,11 +260,14 @@ def apply(
     kind: str = "auto",
     burst: int | None = None,
     line_rate_bps: int | None = None,
+    flows: int = 1,
     state_dir: Path = STATE_DIR,
 ) -> Applied:
     """Pace ``ifname`` (in ``netns``) at ``rate_bps`` bit/s with a root qdisc.
 
-    ``burst`` (bytes, tbf/htb) overrides :func:`burst_bytes`. ``line_rate_bps``
+    ``burst`` (bytes, tbf/htb) overrides :func:`burst_bytes`. ``flows`` (fq) is how
+    many streams share the rate: fq paces each flow at ``rate_bps / flows``, since its
+    maxrate caps flows, not their sum (the other kinds cap the sum and ignore it). ``line_rate_bps``
     (ipg) is the line the gap is counted on: the NIC's speed where None and the
     kernel says it, else the rate itself with no gap (each frame then waits exactly
     its own time at the rate). Raises ValueError
@@ -271,6 +279,8 @@ def apply(
     _check_rate(rate_bps, kind)
     if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst < 64):
         raise ValueError(f"burst must be an integer >= 64 bytes, not {burst!r}")
+    if isinstance(flows, bool) or not isinstance(flows, int) or flows < 1:
+        raise ValueError(f"flows must be an integer >= 1, not {flows!r}")
     with _tc.netlink(netns) as ipr:
         index = _tc.ifindex(ipr, ifname, netns)
         path = state_path(state_dir, netns, index)
@@ -292,6 +302,7 @@ def apply(
             prev=prev,
             path=path,
             line_rate_bps=line_rate_bps or (nic_speed(ifname, netns) if kind == "ipg" else None),
+            flows=flows if kind == "fq" else 1,
         )
         _save(applied)
         try:
@@ -325,6 +336,7 @@ def _planned(
     prev: _tc.RootQdisc,
     path: Path,
     line_rate_bps: int | None = None,
+    flows: int = 1,
 ) -> Applied:
     rate_bytes = rate_bps // 8  # rounded down: never above the plan
     line, gap = ipg_setting(rate_bytes, mtu, line_rate_bps) if kind == "ipg" else (0, 0)
@@ -350,6 +362,7 @@ def _planned(
         state_file=str(path),
         line_rate_bps=line * 8,
         gap=gap,
+        flows=flows,
     )
 
 
@@ -388,7 +401,7 @@ def _install(ipr: Any, a: Applied) -> None:
     elif a.kind == "htb":
         _tc.add_htb(ipr, dev, a.handle, rate_bytes, a.burst_bytes)
     else:
-        _tc.add_fq(ipr, dev, a.handle, rate_bytes)
+        _tc.add_fq(ipr, dev, a.handle, max(rate_bytes // a.flows, 1))
 
 
 def remove(applied: Applied) -> bool:
@@ -422,7 +435,8 @@ def _remove_root(ipr: Any, a: Applied) -> bool:
 
 
 def current(ifname: str, netns: str | None = None) -> Qdisc:
-    """The root qdisc of ``ifname`` read back over netlink, rate in bit/s (tbf, htb, fq)."""
+    """The root qdisc of ``ifname`` read back over netlink, rate in bit/s (tbf, htb,
+    ipg; fq: its maxrate, what each flow may send)."""
     with _tc.netlink(netns) as ipr:
         root = _tc.root_qdisc(ipr, _tc.ifindex(ipr, ifname, netns))
     rate = None if root.rate_bytes is None else root.rate_bytes * 8

@@ -30,7 +30,13 @@ class Backend(Protocol):
     """What applies a NIC rate: :mod:`reservoir.pacing.nic`, or a fake in tests."""
 
     def apply(
-        self, ifname: str, rate_bps: int, netns: str | None = None, *, kind: str = ...
+        self,
+        ifname: str,
+        rate_bps: int,
+        netns: str | None = None,
+        *,
+        kind: str = ...,
+        flows: int = ...,
     ) -> Applied: ...
 
     def remove(self, applied: Applied) -> bool: ...
@@ -41,9 +47,15 @@ class _NicBackend:
         self.state_dir = state_dir
 
     def apply(
-        self, ifname: str, rate_bps: int, netns: str | None = None, *, kind: str = "auto"
+        self,
+        ifname: str,
+        rate_bps: int,
+        netns: str | None = None,
+        *,
+        kind: str = "auto",
+        flows: int = 1,
     ) -> Applied:
-        return nic.apply(ifname, rate_bps, netns, kind=kind, state_dir=self.state_dir)
+        return nic.apply(ifname, rate_bps, netns, kind=kind, flows=flows, state_dir=self.state_dir)
 
     def remove(self, applied: Applied) -> bool:
         return nic.remove(applied)
@@ -65,7 +77,10 @@ class PacingPlan(pacing_plan.PacingPlan):
         try:
             for spec in self.nics:
                 rate = self.nic_rate(spec)
-                self.applied.append(b.apply(spec.name, rate, spec.netns, kind=self.kind))
+                flows = max(1, sum(1 for s in self.streams if s.nic == spec.key))
+                self.applied.append(
+                    b.apply(spec.name, rate, spec.netns, kind=self.kind, flows=flows)
+                )
         except BaseException:
             self.remove(b)
             raise

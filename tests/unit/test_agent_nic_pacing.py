@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from test_control_copies import FakeEngine, request, run, settle, started
 
 from reservoir.agent.control import CopyManager
-from reservoir.agent.control.models import CapsBase
+from reservoir.agent.control.copies import flows_per_nic
+from reservoir.agent.control.models import CapsBase, CopyCreate
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.pacing.nic import Applied, DeviceNotFoundError
 
@@ -20,16 +22,19 @@ class Backend:
     def __init__(self, missing: frozenset[str] = frozenset()) -> None:
         self.installed: dict[str, int] = {}  # NIC -> bit/s
         self.calls: list[tuple[str, str, int]] = []
+        self.flows: dict[str, int] = {}  # NIC -> flows of its last apply
+        self.kind = "tbf"
         self.missing = missing
         self.stale: list[Applied] = []
 
-    def apply(self, ifname: str, rate_bps: int, *, state_dir: Path) -> Applied:
+    def apply(self, ifname: str, rate_bps: int, *, flows: int, state_dir: Path) -> Applied:
         self.calls.append(("apply", ifname, rate_bps))
+        self.flows[ifname] = flows
         if ifname in self.missing:
             raise DeviceNotFoundError(f"no device {ifname}")
         assert ifname not in self.installed, "applied over an installed qdisc"
         self.installed[ifname] = rate_bps
-        return applied(ifname, rate_bps, state_dir)
+        return applied(ifname, rate_bps, state_dir, self.kind, flows if self.kind == "fq" else 1)
 
     def remove(self, a: Applied) -> bool:
         self.calls.append(("remove", a.ifname, a.rate_bps))
@@ -40,12 +45,15 @@ class Backend:
         return gone
 
 
-def applied(ifname: str, rate_bps: int, state_dir: Path) -> Applied:
+def applied(
+    ifname: str, rate_bps: int, state_dir: Path, kind: str = "tbf", flows: int = 1
+) -> Applied:
     return Applied(
         ifname=ifname,
         netns=None,
         ifindex=2,
-        kind="tbf",
+        kind=kind,
+        flows=flows,
         handle=0x52530000,
         rate_bps=rate_bps,
         burst_bytes=3028,
@@ -121,6 +129,7 @@ def test_a_copy_paces_its_nics_while_it_runs_and_not_after(tmp_path: Path) -> No
         await started(manager, job.id)
         manager.pacer.flush()
         assert backend.installed == {"eth1": 8_000_000}
+        assert backend.flows == {"eth1": 2}  # its two streams leave through eth1
         manager.set_caps(job.id, CapsBase(nic_pacing_rates={"eth1": 2_000_000}))
         manager.pacer.flush()
         assert backend.installed == {"eth1": 16_000_000}
@@ -145,3 +154,47 @@ def test_caps_given_at_create_apply_from_the_first_connection(tmp_path: Path) ->
         await asyncio.sleep(0)
 
     run(main())
+
+
+def test_fq_is_paced_for_the_streams_of_every_copy_that_shares_the_nic(tmp_path: Path) -> None:
+    backend = Backend()
+    backend.kind = "fq"
+    pacer = NicPacer(tmp_path, backend)
+    pacer.set("c1", {"eth1": 4_000_000}, {"eth1": 4})
+    pacer.flush()
+    assert backend.flows == {"eth1": 4}
+    pacer.set("c2", {"eth1": 2_000_000}, {"eth1": 2})
+    pacer.flush()
+    assert backend.installed == {"eth1": 48_000_000} and backend.flows == {"eth1": 6}
+    pacer.set("c2", {"eth1": 2_000_000}, {"eth1": 4})  # the same rate over more streams
+    pacer.flush()
+    assert backend.flows == {"eth1": 8}  # reinstalled: each flow's share is smaller
+    pacer.clear("c2")
+    pacer.flush()
+    assert backend.installed == {"eth1": 32_000_000} and backend.flows == {"eth1": 4}
+    pacer.close()
+
+
+def test_a_token_bucket_is_not_reinstalled_when_only_the_streams_change(tmp_path: Path) -> None:
+    backend = Backend()
+    pacer = NicPacer(tmp_path, backend)
+    pacer.set("c1", {"eth1": 1_000_000}, {"eth1": 2})
+    pacer.set("c1", {"eth1": 1_000_000}, {"eth1": 8})
+    pacer.flush()
+    assert [c[0] for c in backend.calls] == ["apply"]  # tbf caps the sum: flows do not matter
+    pacer.close()
+
+
+@pytest.mark.parametrize(
+    ("streams", "dests", "nics", "flows"),
+    [(4, 1, ["eth1"], 4), (4, 2, ["eth1"], 8), (5, 1, ["eth1", "eth2"], 3), (1, 1, ["a", "b"], 1)],
+)
+def test_a_copy_s_streams_are_dealt_over_the_nics_it_paces_rounded_up(
+    streams: int, dests: int, nics: list[str], flows: int
+) -> None:
+    dest = [f"/tmp/d{i}" for i in range(dests)]
+    req = CopyCreate(
+        source="/tmp/s", dest=dest if dests > 1 else dest[0], streams=streams,
+        stripe_unit=1 << 20 if dests > 1 else None,
+    )  # fmt: skip
+    assert flows_per_nic(req, nics) == dict.fromkeys(nics, flows)

@@ -123,13 +123,21 @@ class FakeBackend:
 
     fail_on: str | None = None
     active: list[tuple[str, int]] = field(default_factory=list)
+    flows: dict[str, int] = field(default_factory=dict)
 
     def apply(
-        self, ifname: str, rate_bps: int, netns: str | None = None, *, kind: str = "auto"
+        self,
+        ifname: str,
+        rate_bps: int,
+        netns: str | None = None,
+        *,
+        kind: str = "auto",
+        flows: int = 1,
     ) -> Applied:
         if ifname == self.fail_on:
             raise PacingError(f"no network device {ifname}")
         self.active.append((ifname, rate_bps))
+        self.flows[ifname] = flows
         return applied(ifname, netns, rate_bps, kind)
 
     def remove(self, a: Applied) -> bool:
@@ -141,6 +149,7 @@ def test_apply_paces_every_nic_and_remove_undoes_it() -> None:
     plan, backend = two_nic_plan(), FakeBackend()
     plan.apply(backend)
     assert backend.active == [("eth1", 4_850_000_000), ("eth2", 4_850_000_000)]
+    assert backend.flows == {"eth1": 2, "eth2": 1}  # the streams on each: fq's maxrate divides
     assert '"ifname": "eth1"' in plan.to_json()
     plan.remove(backend)
     assert backend.active == [] and plan.applied == []

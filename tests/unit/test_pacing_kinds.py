@@ -1,5 +1,6 @@
 """The ipg kind of per-NIC pacing: the line rate and gap it asks the module for,
-and the rate read back from them. The module itself runs in tests/vm/test_ipg_module.py."""
+and the rate read back from them; fq's per-flow maxrate for the flows of a NIC. The
+kinds run in a guest in tests/vm/test_nic_pacing.py."""
 
 from __future__ import annotations
 
@@ -53,3 +54,25 @@ def test_a_state_file_from_before_the_ipg_kind_still_reads() -> None:
     }  # fmt: skip
     applied = nic.Applied.from_dict(old)
     assert (applied.line_rate_bps, applied.gap) == (0, 0)
+
+
+def test_fq_paces_each_of_the_streams_at_its_part_of_the_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # fq's maxrate caps each flow: for the NIC to keep its rate, each of its N flows
+    # gets rate / N (a guest measured 3.4 times the plan without the division)
+    asked: list[int] = []
+    monkeypatch.setattr(_tc, "add_fq", lambda ipr, dev, handle, maxrate: asked.append(maxrate))
+    plan = nic.Applied(
+        ifname="eth1", netns=None, ifindex=3, kind="fq", handle=nic.HANDLE,
+        rate_bps=400_000_000, burst_bytes=0, limit_bytes=0, previous_kind="noqueue",
+        previous_handle=0, owner_pid=1, owner_start=None, state_file="-", flows=4,
+    )  # fmt: skip
+    nic._install(None, plan)
+    assert asked == [12_500_000]  # bytes/s: 100 Mbit/s a flow, 400 together
+
+
+@pytest.mark.parametrize("flows", [0, -1, 1.5, True])
+def test_flows_must_be_a_positive_integer(flows: object) -> None:
+    with pytest.raises(ValueError, match="flows"):
+        nic.apply("eth1", 8_000_000, kind="tbf", flows=flows)  # type: ignore[arg-type]
