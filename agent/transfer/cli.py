@@ -12,6 +12,10 @@ for the kernel to add subflows on the other links, on BOTH ends run
 ``ip mptcp limits set subflow 2 add_addr_accepted 2`` and on the target side
 ``ip mptcp endpoint add ADDR dev DEV signal`` for each of its extra addresses
 (``sysctl net.mptcp.enabled=1``, the default, is needed too).
+
+``--max-rate RATE`` (bit/s; ``800M``, ``2.5G``) paces every stream at its part of RATE
+with SO_MAX_PACING_RATE, so the copy sends no more than RATE in all, IP and TCP
+headers counted: TCP's own pacing does it, or sch_fq's where fq is the NIC's qdisc.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import uvloop
 
+from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.agent.transfer._engine import (
     DEFAULT_INITIATOR,
     VERIFICATIONS,
@@ -127,6 +132,13 @@ def _add_network(p: argparse.ArgumentParser) -> None:
         help="a path from LOCAL to the target portal on its subnet (/24 by default; repeatable)",
     )
     p.add_argument(
+        "--max-rate",
+        type=parse_rate,
+        metavar="RATE",
+        help="send at most RATE bit/s in all (k, M, G: 800M); each stream is paced at its "
+        "part with SO_MAX_PACING_RATE",
+    )
+    p.add_argument(
         "--mptcp",
         action="store_true",
         help="MPTCP sockets; needs on both ends `ip mptcp limits set subflow 2 "
@@ -151,7 +163,40 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
         binds=list(args.bind),
         mptcp=args.mptcp,
         telemetry=args.telemetry,
+        stream_caps=paced(args.max_rate, args.streams * len(args.dest)),
     )
+
+
+RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+MIN_STREAM_RATE = 8_000  # bit/s: below this TCP's pacing would stall a stream
+
+
+def parse_rate(text: str) -> int:
+    """Bits per second from ``800M``, ``2.5G``, ``100000000`` (decimal units)."""
+    number, unit = text.strip(), ""
+    if number and number[-1].lower() in RATE_UNITS:
+        number, unit = number[:-1], number[-1].lower()
+    try:
+        value = float(number) * RATE_UNITS[unit]
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in bit/s (e.g. 800M, 2.5G)")
+    return int(value)
+
+
+def paced(max_rate: int | None, streams: int) -> StreamCaps | None:
+    """Each of ``streams`` paced at its part of ``max_rate`` bit/s (None: unpaced)."""
+    if max_rate is None:
+        return None
+    if max_rate < MIN_STREAM_RATE * streams:
+        raise CopyError(
+            f"--max-rate {max_rate} bit/s over {streams} streams is below "
+            f"{MIN_STREAM_RATE} bit/s a stream"
+        )
+    caps = StreamCaps(None)
+    caps.want({}, dict.fromkeys(range(streams), max_rate // 8 // streams))
+    return caps
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -1,0 +1,49 @@
+"""``reservoir copy --max-rate``: the rate parsed, and every stream paced at its part."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from reservoir.agent.transfer import cli
+from reservoir.agent.transfer._errors import CopyError
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="reservoir")
+    cli.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["copy", "/tmp/src", *argv])
+
+
+@pytest.mark.parametrize(
+    ("text", "bps"),
+    [("800M", 800_000_000), ("2.5G", 2_500_000_000), ("64k", 64_000), ("100000000", 10**8),
+     ("1g", 10**9), (" 10M ", 10_000_000)],
+)  # fmt: skip
+def test_rates_take_decimal_units(text: str, bps: int) -> None:
+    assert cli.parse_rate(text) == bps
+
+
+@pytest.mark.parametrize("text", ["", "M", "fast", "-5M", "0", "1e30", "10 Mbit", "nan"])
+def test_what_is_not_a_rate_is_refused_with_an_example(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=r"not a rate in bit/s \(e\.g\. 800M"):
+        cli.parse_rate(text)
+
+
+def test_each_stream_of_every_destination_gets_its_part() -> None:
+    args = parse("/tmp/d1", "/tmp/d2", "--streams", "4", "--max-rate", "64M")
+    caps = cli.options_from(args).stream_caps
+    assert caps is not None
+    assert caps.pacing == dict.fromkeys(range(8), 1_000_000)  # bytes/s: 8 Mbit/s each
+    assert caps.cwnd == {}
+
+
+def test_without_max_rate_nothing_is_paced() -> None:
+    assert cli.options_from(parse("/tmp/d1")).stream_caps is None
+
+
+def test_a_rate_too_small_for_the_streams_is_refused() -> None:
+    args = parse("/tmp/d1", "--streams", "16", "--max-rate", "64k")
+    with pytest.raises(CopyError, match="below 8000 bit/s a stream"):
+        cli.options_from(args)
