@@ -3,7 +3,9 @@
 A link with ``delay_ms == 0`` is one veth pair between its two hosts, rate
 limited with TBF on both ends. A link with a delay goes through a middle
 namespace running the delay line ``dline`` (which also does the rate limit,
-before the delay, and the loss). A host with ``forward`` is a router (IP
+before the delay, and the loss), or, with ``line = "netem"`` where the kernel has
+sch_netem, bridging its two sides with netem doing the same on each side's way
+out (:func:`netem_args`). A host with ``forward`` is a router (IP
 forwarding on, reverse-path filtering off); a host's extra ``addrs`` go on its
 loopback, and the spec's routes are added once every link is up::
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -100,6 +103,29 @@ def dline_args(link: Link) -> list[str]:
     return args
 
 
+def netem_args(link: Link) -> list[str]:
+    """``tc qdisc add`` arguments for netem doing what dline does one way: the rate,
+    the delay plus a uniform 0..jitter (netem's ``delay MU SIGMA`` is uniform in
+    MU +- SIGMA, and with a rate it keeps the order), the loss. Its ``limit`` counts
+    packets, the ones in flight too: what the delay holds at the rate plus the
+    queue, counted in full frames (without a rate: 100000)."""
+    jitter_ms = link.jitter_us / 1000
+    args = ["netem", "delay", f"{link.delay_ms + jitter_ms / 2:g}ms"]
+    if jitter_ms > 0:
+        args.append(f"{jitter_ms / 2:g}ms")
+    if link.rate_mbit > 0:
+        rate_bytes = link.rate_mbit * 1e6 / 8
+        queue = link.queue_bytes or max(256 << 10, int(rate_bytes * 2 * link.delay_ms / 1000))
+        held = rate_bytes * (link.delay_ms + jitter_ms) / 1000 + queue
+        limit = max(1000, math.ceil(held / (link.mtu + 14)))
+        args += ["rate", f"{link.rate_mbit:g}mbit"]
+    else:
+        limit = 100_000
+    if link.loss > 0:
+        args += ["loss", f"{link.loss * 100:g}%"]
+    return [*args, "limit", str(limit)]
+
+
 class Lab:
     """The namespaces, links and delay lines of one spec, for one run."""
 
@@ -132,13 +158,13 @@ class Lab:
     def up(self) -> Lab:
         atexit.register(self.down)
         try:
-            dline = delayline.build() if any(lk.delayed for lk in self.spec.links) else None
+            lines = [lk for lk in self.spec.links if lk.delayed and lk.line == "dline"]
+            dline = delayline.build() if lines else None
             for host in self.spec.hosts:
                 self._add_ns(self.ns(host.name), host=True)
                 self._setup_host(host)
             for link in self.spec.links:
                 if link.delayed:
-                    assert dline is not None
                     self._add_delayed(link, dline)
                 else:
                     self._add_direct(link)
@@ -257,7 +283,7 @@ class Lab:
         self._host_end(link, link.a, str(link.a_addr), shape)
         self._host_end(link, link.b, str(link.b_addr), shape)
 
-    def _add_delayed(self, link: Link, dline: Path) -> None:
+    def _add_delayed(self, link: Link, dline: Path | None) -> None:
         mid = self.mid_ns(link.name)
         self._add_ns(mid, host=False)
         self._veth(self.ns(link.a), link.name, mid, MID_A)
@@ -266,7 +292,20 @@ class Lab:
             netns.ns_run(mid, ["ip", "link", "set", "dev", side, "mtu", str(link.mtu), "up"])
         self._host_end(link, link.a, str(link.a_addr), shape=False)
         self._host_end(link, link.b, str(link.b_addr), shape=False)
-        self._start_line(link, mid, dline)
+        if link.line == "netem":
+            self._add_netem(link, mid)
+        else:
+            assert dline is not None
+            self._start_line(link, mid, dline)
+
+    def _add_netem(self, link: Link, mid: str) -> None:
+        """The middle namespace bridges the two sides; netem on each one's way out."""
+        netns.ns_run(mid, ["ip", "link", "add", "name", "br0", "type", "bridge"], "add bridge")
+        for side in (MID_A, MID_B):
+            netns.ns_run(mid, ["ip", "link", "set", "dev", side, "master", "br0"], "bridge port")
+            tc = ["tc", "qdisc", "add", "dev", side, "root", *netem_args(link)]
+            netns.ns_run(mid, tc, f"tc qdisc add netem on {side} of link {link.name}")
+        netns.ns_run(mid, ["ip", "link", "set", "dev", "br0", "up"], "bridge up")
 
     # ------------------------------------------------------------ delay lines
 

@@ -37,7 +37,9 @@ LINK_DEFAULTS: dict[str, Any] = {
     "mtu": 1500,
     "jitter_us": 0.0,
 }
-LINK_KEYS = {"name", "a", "b", "a_addr", "b_addr", *LINK_DEFAULTS}
+LINES = ("dline", "netem")
+"""What delays a link: the userspace delay line, or the kernel's sch_netem where it has it."""
+LINK_KEYS = {"name", "a", "b", "a_addr", "b_addr", "line", *LINK_DEFAULTS}
 
 
 class SpecError(LabError):
@@ -71,6 +73,7 @@ class Link:
     queue_bytes: int = 0
     mtu: int = 1500
     jitter_us: float = 0.0
+    line: str = "dline"  # one of LINES
 
     @property
     def delayed(self) -> bool:
@@ -243,13 +246,16 @@ def _link(
     if a_addr is not None and b_addr is not None:
         _check_pair(where, a_addr, b_addr, errors)
     values = {k: _number(where, k, t.get(k, d), errors) for k, d in LINK_DEFAULTS.items()}
+    line = t.get("line", "dline")
+    if line not in LINES:
+        errors.append(f"{where}.line: must be one of {', '.join(LINES)}, got {line!r}")
     if len(errors) > n_before or a_addr is None or b_addr is None:
         return None
     return Link(
         name=str(name), a=str(t["a"]), b=str(t["b"]), a_addr=a_addr, b_addr=b_addr,
         rate_mbit=float(values["rate_mbit"]), delay_ms=float(values["delay_ms"]),
         loss=float(values["loss"]), queue_bytes=int(values["queue_bytes"]),
-        mtu=int(values["mtu"]), jitter_us=float(values["jitter_us"]),
+        mtu=int(values["mtu"]), jitter_us=float(values["jitter_us"]), line=str(line),
     )  # fmt: skip
 
 

@@ -117,6 +117,18 @@ class Samples:
             best = max(best, (later[1] - b0) / (later[0] - t0))
         return best
 
+    def bulk_rate(self, margin: int = 1 << 20) -> float:
+        """Bytes/s between the sample where ``margin`` bytes had come in and the last
+        one ``margin`` short of the total: the bulk of a copy, without its log-in and
+        its verification (0 if there is no such stretch)."""
+        if not self.points:
+            return 0.0
+        first, last = self.points[0][1], self.points[-1][1]
+        inner = [(t, b) for t, b in self.points if first + margin <= b <= last - margin]
+        if len(inner) < 2 or inner[-1][0] <= inner[0][0]:
+            return 0.0
+        return (inner[-1][1] - inner[0][1]) / (inner[-1][0] - inner[0][0])
+
     def lost_window(self) -> float | None:
         """Seconds from the cut until a RECOVERY_SPAN s span carries RECOVERED of the
         mean rate before the cut (None: no cut, or no recovery seen)."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 import tomllib
 from collections.abc import Iterator
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab import netns
+from reservoir.lab import line_check, netns
 from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab, LabState, proc_start_time
 from reservoir.lab.peers import stop_process
@@ -27,64 +27,13 @@ pytestmark = pytest.mark.integration
 A, B = "10.201.1.1", "10.201.1.2"
 EQUALIZER = Path(__file__).resolve().parents[2] / "config" / "lab" / "equalizer-60-200ms.toml"
 
-# ICMP echoes (argv: DEV ADDR COUNT GAP_S WAIT_S), one every GAP_S, answered by the
-# far host's kernel; each RTT is taken between the kernel's timestamps of the request
-# leaving DEV and of the answer arriving on it (an AF_PACKET tap with SO_TIMESTAMPNS),
-# so neither end's process scheduling is in it: only the path (and the far kernel).
-# Prints the RTTs (ms) of the answered echoes as JSON.
-ICMP_PROBE = """
-import json, os, select, socket, struct, sys, time
-dev, dst, count, gap, wait = sys.argv[1], sys.argv[2], int(sys.argv[3]), *map(float, sys.argv[4:6])
-SO_TIMESTAMPNS, ETH_P_ALL, ETH_P_IP, PACKET_OUTGOING = 35, 0x0003, 0x0800, 4
-tap = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
-tap.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-tap.bind((dev, ETH_P_ALL))
-icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-ident = os.getpid() & 0xFFFF
-sent, back = {}, {}
-
-def checksum(b):
-    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    s = (s >> 16) + (s & 0xFFFF)
-    return ~(s + (s >> 16)) & 0xFFFF
-
-def drain(until):
-    while (left := until - time.monotonic()) > 0 and len(back) < count:
-        if not select.select([tap], [], [], left)[0]:
-            return
-        data, anc, _, addr = tap.recvmsg(2048, 64)
-        if addr[1] != ETH_P_IP or len(data) < 28 or data[9] != socket.IPPROTO_ICMP:
-            continue
-        ihl = (data[0] & 0xF) * 4
-        kind, _, _, pid, seq = struct.unpack("!BBHHH", data[ihl : ihl + 8])
-        stamps = [d for lvl, typ, d in anc if (lvl, typ) == (socket.SOL_SOCKET, SO_TIMESTAMPNS)]
-        if pid != ident or not stamps:
-            continue
-        sec, nsec = struct.unpack("qq", stamps[0])
-        if kind == 8 and addr[2] == PACKET_OUTGOING:
-            sent[seq] = sec * 10**9 + nsec
-        elif kind == 0 and addr[2] != PACKET_OUTGOING:
-            back[seq] = sec * 10**9 + nsec
-
-start = time.monotonic()
-for seq in range(count):
-    body = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + b"reservoir probe."
-    icmp.sendto(body[:2] + struct.pack("!H", checksum(body)) + body[4:], (dst, 0))
-    drain(start + (seq + 1) * gap)
-drain(time.monotonic() + wait)
-print(json.dumps([(back[s] - sent[s]) / 1e6 for s in sorted(sent) if s in back]))
-"""
-
 
 def icmp_rtts(
     lab: Lab, host: str, dev: str, addr: str, count: int, *, gap: float = 0.02, wait: float = 0.5
 ) -> list[float]:
-    """RTTs (ms) of ``count`` ICMP echoes from ``host`` to ``addr`` over its link ``dev``,
-    kernel-timestamped on ``dev`` (see ICMP_PROBE)."""
-    argv = [sys.executable, "-c", ICMP_PROBE, dev, addr, str(count), str(gap), str(wait)]
-    out = lab.exec(host, argv, timeout=count * gap + wait + 30).stdout
-    result: list[float] = json.loads(out)
-    return result
+    """RTTs (ms) of the answered ones of ``count`` ICMP echoes (line_check.icmp_rtts)."""
+    got = line_check.icmp_rtts(lab, host, dev, addr, count, gap=gap, wait=wait)
+    return [r for r in got if r is not None]
 
 
 @pytest.fixture(scope="module")
@@ -319,3 +268,15 @@ def test_dumbbell_routes_each_address_over_its_path_into_one_bottleneck() -> Non
         line = lab.line_logs[name].split("dline: stats a->b ")[1].split(";")[0]
         stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split())}
         assert stats["fwd_bytes"] > 0.05 * total * 1e6 / 8 * 5
+
+
+def test_a_netem_line_where_the_kernel_has_no_netem_says_so_and_leaves_nothing() -> None:
+    need_lab()
+    if netns.has_qdisc("netem delay 1ms"):
+        pytest.skip("this kernel has sch_netem: the VM lab measures netem lines")
+    spec = one_link_spec(rate_mbit=50, delay_ms=5)
+    netem = Spec(spec.hosts, (dataclasses.replace(spec.links[0], line="netem"),))
+    lab = Lab(netem, LabState(prefix=f"rsvn{os.getpid():x}"))
+    with pytest.raises(LabError, match=r"add netem on side_a of link l1 failed: .*unknown"):
+        lab.up()
+    assert [ns for ns in netns.names() if ns.startswith(lab.prefix)] == []

@@ -51,6 +51,7 @@ def test_defaults() -> None:
     data = copy.deepcopy(GOOD)
     del data["link"][0]["rate_mbit"], data["link"][0]["delay_ms"]
     link = parse(data).links[0]
+    assert link.line == "dline"
     assert (link.rate_mbit, link.delay_ms, link.loss, link.queue_bytes, link.mtu) == (
         0,
         0,
@@ -77,6 +78,7 @@ def test_defaults() -> None:
         ({"b_addr": "10.201.1.1/24"}, "are the same address 10.201.1.1"),
         ({"name": "this-name-is-far-too-long"}, "link[0] (this-name-is-far-too-long).name"),
         ({"dealy_ms": 5}, "link[0] (l1).dealy_ms: unknown field"),
+        ({"line": "tc"}, "link[0] (l1).line: must be one of dline, netem, got 'tc'"),
     ],
 )
 def test_link_errors(change: dict[str, Any], message: str) -> None:
