@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -19,7 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reservoir.lab.network import Lab
+from reservoir.lab import netns
+from reservoir.lab.network import MID_A, MID_B, Lab
 from reservoir.lab.peers import stop_process
 from reservoir.lab.spec import LINES, Spec, parse
 
@@ -39,6 +41,7 @@ dev, dst, count, gap, wait = sys.argv[1], sys.argv[2], int(sys.argv[3]), *map(fl
 SO_TIMESTAMPNS, ETH_P_ALL, ETH_P_IP, PACKET_OUTGOING = 35, 0x0003, 0x0800, 4
 tap = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
 tap.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+tap.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: a slow reader misses none
 tap.bind((dev, ETH_P_ALL))
 icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
 ident = os.getpid() & 0xFFFF
@@ -95,6 +98,9 @@ class LineFigures:
     jitter_ms: float  # standard deviation of the round-trip times
     probe_loss: float  # share of echoes with no answer (lost either way)
     throughput_mbit: float  # TCP, one stream, what the receiver got; 0 if not measured
+    retransmits: int  # of that stream
+    line_drops: int  # frames the line dropped (its queue full, or --loss), both ways
+    socket_drops: int  # frames the kernel dropped before dline read them (dline only)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -125,7 +131,9 @@ def measure(
     0) runs iperf3 over it that long; takes it down again."""
     with Lab(spec_for(line, rate_mbit, delay_ms, loss, jitter_us)) as lab:
         rtts = icmp_rtts(lab, "a", "l0", B, probes, gap=every, wait=1.0 + 4 * delay_ms / 1000)
-        mbit = _throughput(lab, seconds) if seconds > 0 else 0.0
+        mbit, retransmits = _throughput(lab, seconds) if seconds > 0 else (0.0, 0)
+        netem_drops = _netem_drops(lab) if line == "netem" else 0
+    line_drops, socket_drops = _dline_drops(lab.line_logs.get("l0", ""))
     answered = [r for r in rtts if r is not None]
     if len(answered) < 2:
         raise SystemExit(f"line_check: {len(answered)} of {probes} probes came back")
@@ -134,7 +142,8 @@ def measure(
         probes=probes, rtt_min_ms=min(answered), rtt_median_ms=statistics.median(answered),
         rtt_mean_ms=statistics.fmean(answered),
         rtt_p99_ms=statistics.quantiles(answered, n=100)[98], jitter_ms=statistics.stdev(answered),
-        probe_loss=1 - len(answered) / probes, throughput_mbit=mbit,
+        probe_loss=1 - len(answered) / probes, throughput_mbit=mbit, retransmits=retransmits,
+        line_drops=line_drops + netem_drops, socket_drops=socket_drops,
     )  # fmt: skip
 
 
@@ -149,7 +158,27 @@ def icmp_rtts(
     return result
 
 
-def _throughput(lab: Lab, seconds: float) -> float:
+def _dline_drops(log: str) -> tuple[int, int]:
+    """(line drops, socket drops) of both directions from dline's exit stats line."""
+    counts = dict.fromkeys(("drop_frames", "socket_drops"), 0)
+    for word in log.split():
+        key, _, value = word.rstrip(";").partition("=")
+        if key in counts and value.isdigit():
+            counts[key] += int(value)
+    return counts["drop_frames"], counts["socket_drops"]
+
+
+def _netem_drops(lab: Lab) -> int:
+    """Packets the two netem qdiscs dropped (their ``tc -s`` counters)."""
+    dropped = 0
+    for side in (MID_A, MID_B):
+        argv = netns.exec_argv(lab.mid_ns("l0"), ["tc", "-s", "qdisc", "show", "dev", side])
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        dropped += sum(int(n) for n in re.findall(r"\(dropped (\d+),", out))
+    return dropped
+
+
+def _throughput(lab: Lab, seconds: float) -> tuple[float, int]:
     server = lab.run("b", ["iperf3", "-s", "-1", "-B", B, "-p", str(IPERF_PORT)],
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
@@ -159,8 +188,8 @@ def _throughput(lab: Lab, seconds: float) -> float:
         out = lab.exec("a", argv, timeout=seconds + 60).stdout
     finally:
         stop_process(server)
-    received: float = json.loads(out)["end"]["sum_received"]["bits_per_second"]
-    return received / 1e6
+    end = json.loads(out)["end"]
+    return end["sum_received"]["bits_per_second"] / 1e6, int(end["sum_sent"]["retransmits"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,8 @@
  * frames at random after the bottleneck; --jitter-us J adds a uniform random
  * 0..J us to the delay without reordering.  Prints "dline: ready" on stdout
  * once both sockets are open, and one stats line on stderr on exit
- * (SIGTERM/SIGINT).
+ * (SIGTERM/SIGINT): per direction the frames forwarded, those dropped by the line
+ * (queue and --loss) and those the kernel dropped because the socket was full.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -447,11 +448,25 @@ static struct dir *new_dir(const char *name, int in_fd, int out_fd, int stop_fd,
 	return d;
 }
 
+/* Frames the kernel dropped before this direction read them: its socket was full
+ * (the thread was late). Read once, at exit (reading resets the counters). */
+static unsigned long long socket_drops(const struct dir *d)
+{
+	struct tpacket_stats st = {0};
+	socklen_t len = sizeof(st);
+	if (getsockopt(d->in_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) < 0)
+		return 0;
+	return st.tp_drops;
+}
+
 static void print_stats(const struct dir *d)
 {
-	fprintf(stderr, "%s fwd_frames=%llu fwd_bytes=%llu drop_frames=%llu drop_bytes=%llu",
+	fprintf(stderr,
+		"%s fwd_frames=%llu fwd_bytes=%llu drop_frames=%llu drop_bytes=%llu "
+		"socket_drops=%llu",
 		d->name, (unsigned long long)d->fwd_frames, (unsigned long long)d->fwd_bytes,
-		(unsigned long long)d->drop_frames, (unsigned long long)d->drop_bytes);
+		(unsigned long long)d->drop_frames, (unsigned long long)d->drop_bytes,
+		socket_drops(d));
 }
 
 int main(int argc, char **argv)
