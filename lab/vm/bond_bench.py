@@ -139,8 +139,8 @@ def _copy(
     guest: Guest, way: str, host: str, extra: list[str], *, streams: int, mib: int, cut: bool
 ) -> Row:
     name = re.sub(r"\W", "-", f"{way}-{cut}")
-    argv = host_python.argv(
-        "copy", SOURCE, f"iscsi://{host}:3260/{IQN}/0", "--streams", str(streams),
+    argv = host_python.copy_argv(
+        SOURCE, f"iscsi://{host}:3260/{IQN}/0", "--streams", str(streams),
         "--extent-size", str(1 << 20), "--initiator-name", INITIATOR,
         "--checkpoint", f"/tmp/{name}.ckpt", *extra,
     )  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import reservoir
 
-__all__ = ["argv", "shares"]
+__all__ = ["argv", "copy_argv", "shares"]
 
 SYSTEM = Path("/usr")  # the guest has its own; sharing the host's would shadow it
 
@@ -32,3 +32,9 @@ def shares() -> list[Path]:
 def argv(*args: str) -> list[str]:
     """The command line of ``reservoir ARGS`` with this interpreter."""
     return [sys.executable, "-m", "reservoir", *args]
+
+
+def copy_argv(*args: str) -> list[str]:
+    """The command line of ``reservoir copy ARGS`` with this interpreter, loading only
+    the copy's own CLI (:func:`reservoir.agent.transfer.cli.run`)."""
+    return [sys.executable, "-m", "reservoir.agent.transfer.cli", *args]

@@ -65,8 +65,8 @@ def bonded(guest: Guest, lab_ns: str, request: pytest.FixtureRequest) -> Iterato
 
 
 def _copy(guest: Guest, streams: int, name: str) -> str:
-    argv = host_python.argv(
-        "copy", SOURCE, f"iscsi://{HOST_BOND}:3260/{IQN}/0", "--streams", str(streams),
+    argv = host_python.copy_argv(
+        SOURCE, f"iscsi://{HOST_BOND}:3260/{IQN}/0", "--streams", str(streams),
         "--extent-size", str(EXTENT), "--initiator-name", INITIATOR,
         "--checkpoint", f"/tmp/{name}.ckpt",
     )  # fmt: skip

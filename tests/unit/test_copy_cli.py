@@ -1,8 +1,11 @@
-"""``reservoir copy --max-rate``: the rate parsed, and every stream paced at its part."""
+"""``reservoir copy``'s own entry (``python -m reservoir.agent.transfer.cli``), and
+``--max-rate``: the rate parsed, and every stream paced at its part."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +50,15 @@ def test_a_rate_too_small_for_the_streams_is_refused() -> None:
     args = parse("/tmp/d1", "--streams", "16", "--max-rate", "64k")
     with pytest.raises(CopyError, match="below 8000 bit/s a stream"):
         cli.options_from(args)
+
+
+def test_the_copy_s_own_entry_copies_and_says_what_went_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, dst = tmp_path / "src.img", tmp_path / "dst.img"
+    src.write_bytes(os.urandom(3 << 20))
+    assert cli.run([str(src), str(dst), "--streams", "2", "--extent-size", str(1 << 20)]) == 0
+    assert dst.read_bytes() == src.read_bytes()
+    assert "equal to the source" in capsys.readouterr().out
+    assert cli.run([str(tmp_path / "none.img"), str(dst)]) == 1
+    assert "none.img does not exist" in capsys.readouterr().err
