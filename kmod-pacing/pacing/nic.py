@@ -14,7 +14,7 @@ Which qdisc (``kind="auto"``):
   maxrate caps each flow, not the NIC's sum: ``apply(..., flows=N)`` for a NIC
   that N streams share sets maxrate to rate / N, so together they keep the rate
   (a stream that idles leaves its share unused; measured in a guest, a 4-stream
-  copy under maxrate = rate sent 3.4 times the plan).
+  copy under maxrate = rate sent 2.2 times the plan, and 0.85 of it with rate / 4).
 * otherwise ``tbf`` with a small bucket (:func:`burst_bytes`). TBF is the
   default over HTB because a bucket smaller than a GSO super-packet makes TBF
   segment it (``tbf_segment``) and send MTU frames spaced at the rate -- the

@@ -60,7 +60,7 @@ def test_fq_paces_each_of_the_streams_at_its_part_of_the_rate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # fq's maxrate caps each flow: for the NIC to keep its rate, each of its N flows
-    # gets rate / N (a guest measured 3.4 times the plan without the division)
+    # gets rate / N (a guest measured 2.2 times the plan without the division)
     asked: list[int] = []
     monkeypatch.setattr(_tc, "add_fq", lambda ipr, dev, handle, maxrate: asked.append(maxrate))
     plan = nic.Applied(
