@@ -2,10 +2,12 @@
 
     python -m reservoir.lab.vm.conformance [--test ALL]
 
-LIO (fileio, every initiator admitted, no CHAP) serves from a guest booted for the
-run, reached over a tap from a lab namespace; our target and tgt serve on loopback
-(as ``make conformance`` runs them). Each gets a fresh LUN of the same size. Under
-TCG the guest's side is slow: this is a benchmark that prints the counts, not a test.
+LIO serves from a guest booted for the run, reached over a tap from a lab namespace,
+provisioned as a user would: ``reservoir target lio apply`` with a target file
+(a fileio LUN, ``open = true``: every initiator admitted, no CHAP). Our target and tgt
+serve on loopback (as ``make conformance`` runs them). Each gets a fresh LUN of the
+same size. Under TCG the guest's side is slow: this is a benchmark that prints the
+counts, not a test.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from reservoir.lab.compare_targets import CONFORMANCE_LUN, conformance
 from reservoir.lab.errors import LabError
 from reservoir.lab.netns import exec_argv
 from reservoir.lab.peers import SuiteResult, parse_test_cu
-from reservoir.lab.vm import lio
+from reservoir.lab.vm import host_python
 from reservoir.lab.vm.guest import Guest
 from reservoir.lab.vm.image import ensure_image
 from reservoir.lab.vm.net import add_tap
@@ -32,15 +34,39 @@ IQN = "iqn.2026-11.org.reservoir:lio-conformance"
 HOST, GUEST = "10.97.0.1", "10.97.0.2"
 
 
+CONFIG, LUN_FILE = "/root/conformance.toml", "/var/tmp/conformance.img"
+TARGET_FILE = f"""
+[server]
+portals = ["{GUEST}:3260"]
+
+[[target]]
+iqn = "{IQN}"
+open = true
+
+[[target.lun]]
+id = 0
+path = "{LUN_FILE}"
+"""
+
+
+def provision(guest: Guest) -> None:
+    """LIO with one open fileio LUN, by ``reservoir target lio apply`` in the guest."""
+    guest.check(f"truncate -s {CONFORMANCE_LUN} {LUN_FILE}")
+    guest.check(f"cat > {CONFIG}", input=TARGET_FILE.encode())
+    argv = [host_python.argv()[0], "-m", "reservoir.agent.target.lio_cli", "apply",
+            "--config", CONFIG, "--no-save"]  # fmt: skip
+    print(guest.check(" ".join(argv), timeout=600).strip(), flush=True)
+
+
 def lio_suite(test: str, timeout: float) -> SuiteResult:
     ns = f"rsv-conf-{os.getpid()}"
     netns.add(ns)
     try:
         add_tap(ns, "rsvconf0", f"{HOST}/24")
-        with Guest(ensure_image(), "conformance", netns=ns, taps=["rsvconf0"]) as g:
+        shares = host_python.shares()
+        with Guest(ensure_image(), "conformance", netns=ns, taps=["rsvconf0"], shares=shares) as g:
             g.check(f"ip addr add {GUEST}/24 dev eth0 && ip link set eth0 up")
-            lio.serve_fileio(g, IQN, initiator=None, chap=None,
-                             size_bytes=CONFORMANCE_LUN, portal=f"{GUEST}:3260")  # fmt: skip
+            provision(g)
             argv = ["iscsi-test-cu", "--dataloss", "--test", test, "-v",
                     f"iscsi://{GUEST}:3260/{IQN}/0"]  # fmt: skip
             done = subprocess.run(
