@@ -353,7 +353,10 @@ class CopyManager:
         if self.pacer is None:
             return None
         rates = {} if job.caps is None else job.caps.nic_pacing_rates
-        return self.pacer.set(job.id, rates, flows_per_nic(job.request, rates))
+        flows = flows_per_nic(job.request, rates)
+        if job.caps is not None:
+            flows |= job.caps.nic_pacing_flows  # the plan's, where it says
+        return self.pacer.set(job.id, rates, flows)
 
     async def _paced(self, job: CopyJob) -> None:
         """Sets the copy's NIC pacing and waits until the qdiscs are in place, so the
@@ -492,9 +495,10 @@ class CopyManager:
 
 
 def flows_per_nic(request: CopyCreate, nics: Collection[str]) -> dict[str, int]:
-    """How many of the copy's streams leave through each NIC it paces: its streams
-    (per destination) dealt evenly over them, rounded up, so a per-flow rate of the
-    NIC's rate over these never lets a NIC send more than its rate."""
+    """How many of the copy's streams leave through each NIC it paces, where its caps
+    do not say (the coordinator's do): its streams (per destination) dealt evenly over
+    them, rounded up, so that with an even deal a per-flow rate of the NIC's rate over
+    these never lets a NIC send more than its rate."""
     dests = request.dest if isinstance(request.dest, list) else [request.dest]
     total = request.streams * len(dests)
     return {name: max(1, -(-total // len(nics))) for name in nics}

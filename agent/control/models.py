@@ -160,12 +160,16 @@ class CopyBase(Strict):
 
 
 MAX_CAP = 1 << 40  # segments or bytes/s (8.8 Pbit/s): what the kernel's fields hold
+MAX_FLOWS = 256 * 64  # streams a copy may have, times destinations
 
 
 class CapsBase(Strict):
     stream_cwnd_caps: dict[int, int] = Field(default_factory=dict)  # stream -> segments
     stream_pacing_rates: dict[int, int] = Field(default_factory=dict)  # stream -> bytes/s
     nic_pacing_rates: dict[str, int] = Field(default_factory=dict)  # interface -> bytes/s
+    # interface -> the copy's streams through it (fq paces each flow at rate / flows);
+    # where not said, the streams are dealt evenly over the paced interfaces
+    nic_pacing_flows: dict[str, int] = Field(default_factory=dict)
 
     @field_validator("stream_cwnd_caps", "stream_pacing_rates")
     @classmethod
@@ -186,6 +190,15 @@ class CapsBase(Strict):
             if not 0 < rate < MAX_CAP:
                 raise ValueError(f"{nic}: the rate must be between 1 and {MAX_CAP - 1}")
         return value
+
+    @model_validator(mode="after")
+    def _flows_of_paced_nics(self) -> CapsBase:
+        for nic, flows in self.nic_pacing_flows.items():
+            if nic not in self.nic_pacing_rates:
+                raise ValueError(f"nic_pacing_flows names {nic!r}, which has no pacing rate")
+            if not 0 < flows <= MAX_FLOWS:
+                raise ValueError(f"{nic}: the flows must be between 1 and {MAX_FLOWS}")
+        return self
 
 
 class CopyCreate(CopyBase):

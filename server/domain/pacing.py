@@ -108,4 +108,7 @@ def copy_caps(
     if recommended:
         nic_rates |= recommended_nic_rates(links, agent.id, sharing, recommended)
     paced = {n: bps // 8 for n, bps in nic_rates.items() if bps is not None}
-    return {"nic_pacing_rates": paced} if paced else None
+    if not paced:
+        return None
+    flows = Counter(stream.nic for stream in plan.streams)  # fq paces each flow
+    return {"nic_pacing_rates": paced, "nic_pacing_flows": {n: flows[n] or 1 for n in paced}}

@@ -156,6 +156,36 @@ def test_caps_given_at_create_apply_from_the_first_connection(tmp_path: Path) ->
     run(main())
 
 
+def test_the_plan_s_streams_per_nic_override_the_even_deal(tmp_path: Path) -> None:
+    async def main() -> None:
+        backend = Backend()
+        manager = CopyManager(tmp_path, copy_fn=FakeEngine())
+        manager.pacer = NicPacer(tmp_path / "pacing", backend)
+        caps = CapsBase(
+            nic_pacing_rates={"eth1": 3_000_000, "eth2": 1_000_000},
+            nic_pacing_flows={"eth1": 3, "eth2": 1},  # 4 streams dealt 3:1 by capacity
+        )
+        job = manager.create(request(streams=4, caps=caps.model_dump()))
+        await started(manager, job.id)
+        manager.pacer.flush()
+        assert backend.flows == {"eth1": 3, "eth2": 1}  # not 2 and 2: eth1 would pass its rate
+        await manager.cancel(job.id)
+        manager.pacer.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("flows", "message"),
+    [({"eth9": 2}, "names 'eth9', which has no pacing rate"), ({"eth1": 0}, "between 1 and")],
+)
+def test_flows_of_an_unpaced_nic_or_out_of_range_are_refused(
+    flows: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        CapsBase(nic_pacing_rates={"eth1": 1_000_000}, nic_pacing_flows=flows)
+
+
 def test_fq_is_paced_for_the_streams_of_every_copy_that_shares_the_nic(tmp_path: Path) -> None:
     backend = Backend()
     backend.kind = "fq"

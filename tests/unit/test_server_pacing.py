@@ -73,7 +73,10 @@ def started_copy(w: World) -> Json:
 def test_per_nic_pacing_gives_each_nic_its_link_share_less_the_margin(world: World) -> None:
     two_links(world, pacing={"policy": "per-nic", "margin": 0.05})
     caps = started_copy(world)["caps"]
-    assert caps == {"nic_pacing_rates": {"e1": 0.95 * GBIT // 8, "e2": 0.95 * GBIT // 16}}
+    assert caps == {
+        "nic_pacing_rates": {"e1": 0.95 * GBIT // 8, "e2": 0.95 * GBIT // 16},
+        "nic_pacing_flows": {"e1": 3, "e2": 1},  # streams dealt by capacity: fq's divisor
+    }
 
 
 def test_per_socket_pacing_splits_the_nic_rate_over_its_streams(world: World) -> None:

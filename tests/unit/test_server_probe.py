@@ -121,7 +121,7 @@ def test_copy_caps_pace_the_source_nic_at_the_probed_rate() -> None:
         sharing={"L1": 1},
         recommended={"L1": {"a": 800 * MBIT, "b": None}},
     )
-    assert caps == {"nic_pacing_rates": {"e1": 800 * MBIT // 8}}
+    assert caps == {"nic_pacing_rates": {"e1": 800 * MBIT // 8}, "nic_pacing_flows": {"e1": 4}}
 
 
 def test_copy_caps_leave_the_nic_unpaced_when_the_probe_said_so() -> None:
@@ -140,7 +140,10 @@ def test_copy_caps_leave_the_nic_unpaced_when_the_probe_said_so() -> None:
 
 def test_copy_caps_without_a_recommendation_follow_the_plan() -> None:
     caps = copy_caps("per-nic", 0.05, [_link(None)], _agent("A"), streams=4, sharing={"L1": 1})
-    assert caps == {"nic_pacing_rates": {"e1": int(0.95 * 10**9) // 8}}
+    assert caps == {
+        "nic_pacing_rates": {"e1": int(0.95 * 10**9) // 8},
+        "nic_pacing_flows": {"e1": 4},
+    }
 
 
 # ---------------------------------------------------------------- the API
