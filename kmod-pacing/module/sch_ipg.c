@@ -21,7 +21,8 @@
  * Options (TCA_OPTIONS, nested): TCA_IPG_LINE_RATE (u64, bytes/s, required),
  * TCA_IPG_GAP (u32, byte times), TCA_IPG_LIMIT (u32, packets). Statistics: the
  * qdisc's packets, bytes, drops and backlog, and (xstats) struct tc_ipg_xstats:
- * packets that waited for their time, GSO packets split.
+ * packets that waited for their time, GSO packets split, and the packets whose
+ * timer came more than a slot late, with the time the train lost to them.
  */
 
 #include <linux/kernel.h>
@@ -55,6 +56,8 @@ enum {
 struct tc_ipg_xstats {
 	__u64 delayed; /* packets that waited for their departure time */
 	__u64 segmented; /* GSO packets split into segments */
+	__u64 late; /* packets that waited, then left more than a slot after their time */
+	__u64 late_ns; /* the time the train lost to them (it restarts from now) */
 };
 
 struct ipg_sched_data {
@@ -64,6 +67,9 @@ struct ipg_sched_data {
 	u64 next_ns; /* the earliest departure of the next packet (CLOCK_MONOTONIC) */
 	u64 delayed;
 	u64 segmented;
+	u64 late;
+	u64 late_ns;
+	bool waiting; /* the head packet waits for its time (the watchdog is set) */
 	struct qdisc_watchdog watchdog;
 };
 
@@ -138,6 +144,7 @@ static struct sk_buff *ipg_dequeue(struct Qdisc *sch)
 	now = ktime_get_ns();
 	if (now < q->next_ns) {
 		qdisc_watchdog_schedule_ns(&q->watchdog, q->next_ns);
+		q->waiting = true;
 		return NULL;
 	}
 	skb = qdisc_dequeue_head(sch);
@@ -147,11 +154,18 @@ static struct sk_buff *ipg_dequeue(struct Qdisc *sch)
 	/*
 	 * The packet's slot starts when it was due, not when the timer let us run:
 	 * a late wake-up must not stretch every gap. After an idle line (or a wake-up
-	 * later than a whole slot) the train starts again from now.
+	 * later than a whole slot) the train starts again from now; a packet that was
+	 * waiting for its time when that happened counts as late.
 	 */
 	start = q->next_ns;
-	if (now > start + slot)
+	if (now > start + slot) {
+		if (q->waiting) {
+			q->late++;
+			q->late_ns += now - start;
+		}
 		start = now;
+	}
+	q->waiting = false;
 	q->next_ns = start + slot;
 	return skb;
 }
@@ -207,6 +221,7 @@ static void ipg_reset(struct Qdisc *sch)
 
 	qdisc_reset_queue(sch);
 	q->next_ns = 0;
+	q->waiting = false;
 	qdisc_watchdog_cancel(&q->watchdog);
 }
 
@@ -239,6 +254,8 @@ static int ipg_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	struct tc_ipg_xstats st = {
 		.delayed = q->delayed,
 		.segmented = q->segmented,
+		.late = q->late,
+		.late_ns = q->late_ns,
 	};
 
 	return gnet_stats_copy_app(d, &st, sizeof(st));

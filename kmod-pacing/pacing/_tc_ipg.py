@@ -2,7 +2,8 @@
 
 ``line_rate`` (bytes/s, u64) and ``gap`` (byte times, u32), and optionally ``limit``
 (packets), on the way in; the same attributes on the way out, and the xstats
-(packets that waited for their departure, GSO packets split). The attribute numbers
+(packets that waited for their departure, GSO packets split, packets whose timer
+came more than a slot late and the time lost to them). The attribute numbers
 are the module's ``enum TCA_IPG_*``. Registered in pyroute2's plugin table by
 :func:`register` (idempotent); the module is stdlib plus pyroute2 so that a guest's
 Python can load it alone.
@@ -18,7 +19,8 @@ from pyroute2.netlink import nla  # type: ignore[import-untyped]
 from pyroute2.netlink.rtnl import TC_H_ROOT  # type: ignore[import-untyped]
 
 parent = TC_H_ROOT
-XSTATS = struct.Struct("=QQ")  # struct tc_ipg_xstats: delayed, segmented
+XSTATS_FIELDS = ("delayed", "segmented", "late", "late_ns")  # struct tc_ipg_xstats
+XSTATS = struct.Struct("=" + "Q" * len(XSTATS_FIELDS))
 
 
 def get_parameters(kwarg: dict[str, Any]) -> dict[str, Any]:
@@ -46,9 +48,13 @@ class options(nla):  # type: ignore[misc]  # noqa: N801 (pyroute2's plugin namin
 
 
 def xstats(data: bytes) -> dict[str, int]:
-    """The module's xstats: ``delayed`` and ``segmented`` packets."""
-    delayed, segmented = XSTATS.unpack_from(data)
-    return {"delayed": delayed, "segmented": segmented}
+    """The module's xstats: ``delayed`` and ``segmented`` packets, ``late`` packets
+    (their timer came more than a slot late) and ``late_ns`` (what the train lost)."""
+    return dict(zip(XSTATS_FIELDS, XSTATS.unpack_from(data), strict=True))
+
+
+class stats(nla):  # type: ignore[misc]  # noqa: N801 (pyroute2 decodes TCA_XSTATS with it)
+    fields = tuple((name, "Q") for name in XSTATS_FIELDS)
 
 
 def register(plugins: dict[str, Any]) -> None:

@@ -4,9 +4,11 @@ kinds run in a guest in tests/vm/test_nic_pacing.py."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
-from reservoir.pacing import _tc, nic
+from reservoir.pacing import _tc, _tc_ipg, nic
 
 MTU = 1500
 FRAME = MTU + 14  # what tbf and the module count of a full frame
@@ -76,3 +78,13 @@ def test_fq_paces_each_of_the_streams_at_its_part_of_the_rate(
 def test_flows_must_be_a_positive_integer(flows: object) -> None:
     with pytest.raises(ValueError, match="flows"):
         nic.apply("eth1", 8_000_000, kind="tbf", flows=flows)  # type: ignore[arg-type]
+
+
+def test_the_ipg_module_s_statistics_read_in_the_order_of_its_struct() -> None:
+    raw = struct.pack("=4Q", 900, 12, 7, 3_500_000)  # struct tc_ipg_xstats
+    assert _tc_ipg.xstats(raw) == {
+        "delayed": 900, "segmented": 12, "late": 7, "late_ns": 3_500_000,
+    }  # fmt: skip
+    decoded = _tc_ipg.stats(struct.pack("=HH", 4 + len(raw), 3) + raw)  # TCA_XSTATS
+    decoded.decode()
+    assert decoded["late"] == 7 and decoded["late_ns"] == 3_500_000  # what pyroute2 reads
