@@ -1,7 +1,8 @@
 """What a lab line does, measured between the two ends of one link: round-trip time,
-jitter and loss of ICMP echoes timed by the kernel, and TCP throughput (iperf3). The same link is
-built with the delay line or with netem (``line``), so the two can be compared on one
-kernel (netem only where the kernel has sch_netem: in the VM lab's guests)::
+jitter and loss of ICMP echoes timed by the kernel, and TCP throughput (iperf3). The
+same link is built with the delay line or with netem (``line``), so the two can be
+compared on one kernel (netem only where the kernel has sch_netem: in the VM lab's
+guests)::
 
     python -m reservoir.lab.line_check --line netem --rate-mbit 100 --delay-ms 10
 
@@ -25,7 +26,7 @@ from reservoir.lab.network import MID_A, MID_B, Lab
 from reservoir.lab.peers import stop_process
 from reservoir.lab.spec import LINES, Spec, parse
 
-__all__ = ["LineFigures", "main", "measure", "spec_for"]
+__all__ = ["LineFigures", "icmp_rtts", "main", "measure", "spec_for"]
 
 A, B = "10.95.0.1", "10.95.0.2"
 IPERF_PORT = 5207
