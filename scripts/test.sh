@@ -3,7 +3,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/check.sh || exit 1
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=25 "$@"
 rc=$?
 # 5 = no tests collected: a suite that ran nothing is a failure here.
 if [[ $rc -eq 5 ]]; then
