@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -13,6 +12,7 @@ from reservoir.agent.target import cli as target_cli
 from reservoir.agent.transfer import cli as transfer_cli
 from reservoir.campaigns import cli as campaign_cli
 from reservoir.common.errors import ReservoirError
+from reservoir.common.logs import setup_logging
 from reservoir.lab import cli as lab_cli
 from reservoir.server.clients import cli as server_cli
 from reservoir.server.clients import link_cli
@@ -36,15 +36,6 @@ def build_parser() -> argparse.ArgumentParser:
     coordinator_transfer_cli.register(sub)
     link_cli.register(sub)
     return parser
-
-
-def setup_logging(verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,6 +40,7 @@ from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
 from reservoir.agent.transfer._progress import ProgressPrinter
 from reservoir.agent.transfer._summary import format_summary
+from reservoir.common.logs import setup_logging
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -254,7 +255,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reservoir")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["copy", *(sys.argv[1:] if argv is None else argv)])
-    code: int = args.func(args)
+    setup_logging(0)  # as ``reservoir copy`` logs
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
     return code
 
 
