@@ -53,8 +53,9 @@ def provision(guest: Guest) -> None:
     """LIO with one open fileio LUN, by ``reservoir target lio apply`` in the guest."""
     guest.check(f"truncate -s {CONFORMANCE_LUN} {LUN_FILE}")
     guest.check(f"cat > {CONFIG}", input=TARGET_FILE.encode())
-    argv = [host_python.argv()[0], "-m", "reservoir.agent.target.lio_cli", "apply",
-            "--config", CONFIG, "--no-save"]  # fmt: skip
+    argv = host_python.module_argv(
+        "reservoir.agent.target.lio_cli", "apply", "--config", CONFIG, "--no-save"
+    )
     print(guest.check(" ".join(argv), timeout=600).strip(), flush=True)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import reservoir
 
-__all__ = ["argv", "copy_argv", "shares"]
+__all__ = ["argv", "copy_argv", "module_argv", "shares"]
 
 SYSTEM = Path("/usr")  # the guest has its own; sharing the host's would shadow it
 
@@ -29,12 +29,17 @@ def shares() -> list[Path]:
     return sorted({p for p in found if not any(p != q and p.is_relative_to(q) for q in found)})
 
 
+def module_argv(module: str, *args: str) -> list[str]:
+    """The command line of ``python -m MODULE ARGS`` with this interpreter."""
+    return [sys.executable, "-m", module, *args]
+
+
 def argv(*args: str) -> list[str]:
     """The command line of ``reservoir ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "reservoir", *args]
+    return module_argv("reservoir", *args)
 
 
 def copy_argv(*args: str) -> list[str]:
     """The command line of ``reservoir copy ARGS`` with this interpreter, loading only
     the copy's own CLI (:func:`reservoir.agent.transfer.cli.run`)."""
-    return [sys.executable, "-m", "reservoir.agent.transfer.cli", *args]
+    return module_argv("reservoir.agent.transfer.cli", *args)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from reservoir.lab import line_check
 from reservoir.lab.line_check import LineFigures
+from reservoir.lab.spec import LINES
 from reservoir.lab.vm import (
     BASE_PACKAGES,
     MODULE_BUILD_PACKAGES,
@@ -31,8 +32,6 @@ from reservoir.lab.vm import (
     ensure_image,
     host_python,
 )
-
-LINES = ("dline", "netem")
 
 
 @dataclass(frozen=True)
@@ -47,13 +46,13 @@ class Case:
     seconds: float = 0.0  # iperf3, 0: none
 
     def argv(self, line: str) -> list[str]:
-        return [
-            host_python.argv()[0], "-m", "reservoir.lab.line_check", "--line", line,
+        return host_python.module_argv(
+            "reservoir.lab.line_check", "--line", line,
             "--rate-mbit", f"{self.rate_mbit:g}", "--delay-ms", f"{self.delay_ms:g}",
             "--loss", f"{self.loss:g}", "--jitter-us", f"{self.jitter_us:g}",
             "--probes", str(self.probes), "--every", f"{self.every:g}",
             "--seconds", f"{self.seconds:g}",
-        ]  # fmt: skip
+        )  # fmt: skip
 
 
 def cases(seconds: float) -> list[Case]:

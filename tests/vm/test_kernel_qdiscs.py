@@ -37,6 +37,7 @@ import pytest
 from reservoir.lab import netns
 from reservoir.lab.netns import exec_argv
 from reservoir.lab.peers import stop_process
+from reservoir.lab.spec import LINES
 from reservoir.lab.vm import (
     Guest,
     GuestImage,
@@ -372,7 +373,7 @@ GOODPUT_100 = 100 * 1448 / 1514
 
 def test_the_delay_line_agrees_with_netem_on_the_same_link(kguest: Guest) -> None:
     case = line_bench.Case("100 Mbit/s, 10 ms", 100, 10, seconds=5)
-    dline, netem = (line_bench.measure_in(kguest, case, line) for line in line_bench.LINES)
+    dline, netem = (line_bench.measure_in(kguest, case, line) for line in LINES)
     print(line_bench.HEADER)
     for figures in (dline, netem):
         print(line_bench.row(case.name, figures))

@@ -67,7 +67,7 @@ path = "{loop}"
 def _lio(guest: Guest, *args: str) -> Result:
     """``reservoir target lio ARGS`` in the guest, by its module (Python starts slowly
     under emulation; ``reservoir target lio`` itself runs in the first test)."""
-    argv = [host_python.argv()[0], "-m", "reservoir.agent.target.lio_cli", *args]
+    argv = host_python.module_argv("reservoir.agent.target.lio_cli", *args)
     return guest.run(" ".join(argv), timeout=300)
 
 
