@@ -14,6 +14,7 @@ not speed.
 from reservoir.lab.vm.guest import Guest, GuestCommandError, Result, accelerator
 from reservoir.lab.vm.image import (
     BASE_PACKAGES,
+    LAB_PACKAGES,
     MODULE_BUILD_PACKAGES,
     GuestImage,
     VmUnavailable,
@@ -23,6 +24,7 @@ from reservoir.lab.vm.net import add_tap, serving_target
 
 __all__ = [
     "BASE_PACKAGES",
+    "LAB_PACKAGES",
     "MODULE_BUILD_PACKAGES",
     "Guest",
     "GuestCommandError",

@@ -20,7 +20,7 @@ from typing import Any
 
 from reservoir.lab.errors import LabError
 from reservoir.lab.vm.guest import Guest, accelerator
-from reservoir.lab.vm.image import BASE_PACKAGES, ensure_image
+from reservoir.lab.vm.image import LAB_PACKAGES, ensure_image
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -44,13 +44,13 @@ def _packages(p: argparse.ArgumentParser) -> None:
         "--package",
         action="append",
         default=[],
-        help=f"a Debian package beyond the base set ({' '.join(BASE_PACKAGES)}); repeatable",
+        help=f"a Debian package beyond the lab's set ({' '.join(LAB_PACKAGES)}); repeatable",
     )
 
 
 def _build(args: argparse.Namespace) -> int:
     try:
-        image = ensure_image(BASE_PACKAGES + tuple(args.package))
+        image = ensure_image(LAB_PACKAGES + tuple(args.package))
     except LabError as exc:
         print(f"reservoir lab vm build: {exc}", file=sys.stderr)
         return 1
@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
         print("reservoir lab vm run: give a command after --", file=sys.stderr)
         return 2
     try:
-        image = ensure_image(BASE_PACKAGES + tuple(args.package))
+        image = ensure_image(LAB_PACKAGES + tuple(args.package))
         with Guest(image, "run", project=args.project) as guest:
             print(f"vm: booted in {guest.boot_seconds:.1f} s ({accelerator()}, {guest.kernel})")
             result = guest.run(command, timeout=args.timeout)

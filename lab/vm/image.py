@@ -30,6 +30,7 @@ from reservoir.lab.errors import LabError
 
 __all__ = [
     "BASE_PACKAGES",
+    "LAB_PACKAGES",
     "MODULE_BUILD_PACKAGES",
     "GuestImage",
     "VmUnavailable",
@@ -59,6 +60,8 @@ BASE_PACKAGES = (
 # what building an out-of-tree module for the guest's kernel needs (kmod-pacing's
 # ipg qdisc), and its tc plugin's netlink library; the VM tests use one image with both
 MODULE_BUILD_PACKAGES = ("linux-headers-amd64", "gcc", "make", "libc6-dev", "python3-pyroute2")
+LAB_PACKAGES = BASE_PACKAGES + MODULE_BUILD_PACKAGES
+"""The one image the VM tests, the benches and ``reservoir lab vm`` boot (cached once)."""
 IMAGE_BYTES = 3 << 30  # sparse; the root holds about 1 GiB
 BUILD_TIMEOUT = 1800.0
 GUEST_FILES = {  # file in guest_files/ -> where it goes in the guest, and its mode
@@ -132,7 +135,7 @@ def _load(folder: Path) -> GuestImage | None:
 
 
 def ensure_image(
-    packages: Sequence[str] = BASE_PACKAGES,
+    packages: Sequence[str] = LAB_PACKAGES,
     *,
     cache: Path | None = None,
     say: Callable[[str], None] = print,

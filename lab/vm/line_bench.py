@@ -25,8 +25,6 @@ from reservoir.lab import line_check
 from reservoir.lab.line_check import LineFigures
 from reservoir.lab.spec import LINES
 from reservoir.lab.vm import (
-    BASE_PACKAGES,
-    MODULE_BUILD_PACKAGES,
     Guest,
     accelerator,
     ensure_image,
@@ -92,8 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=8.0, help="iperf3 time per line (s)")
     args = p.parse_args(argv)
     # the lab's one image: it has the compiler the delay line is built with
-    packages = BASE_PACKAGES + MODULE_BUILD_PACKAGES
-    image = ensure_image(packages, say=lambda line: print(line, flush=True))
+    image = ensure_image(say=lambda line: print(line, flush=True))
     print(f"accelerator: {accelerator()}", flush=True)
     with Guest(image, "line-bench", cpus=2, shares=host_python.shares()) as guest:
         print(f"guest booted in {guest.boot_seconds:.1f} s (kernel {guest.kernel})", flush=True)

@@ -12,8 +12,6 @@ import pytest
 
 from reservoir.lab import netns
 from reservoir.lab.vm import (
-    BASE_PACKAGES,
-    MODULE_BUILD_PACKAGES,
     Guest,
     GuestImage,
     VmUnavailable,
@@ -39,9 +37,8 @@ def image() -> GuestImage:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (run make install)")
     try:
-        # one image for every VM test: the base and what building a module needs
-        packages = BASE_PACKAGES + MODULE_BUILD_PACKAGES
-        return ensure_image(packages, say=lambda line: print(line, flush=True))
+        # the lab's one image: the base and what building a module needs
+        return ensure_image(say=lambda line: print(line, flush=True))
     except VmUnavailable as exc:
         pytest.skip(str(exc))
 
