@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from reservoir.lab import netns
-from reservoir.lab.network import MID_A, MID_B, Lab
+from reservoir.lab.network import MID_A, MID_B, Lab, line_stats
 from reservoir.lab.peers import stop_process
 from reservoir.lab.spec import LINES, Spec, parse
 
@@ -134,7 +134,9 @@ def measure(
         rtts = icmp_rtts(lab, "a", "l0", B, probes, gap=every, wait=1.0 + 4 * delay_ms / 1000)
         mbit, retransmits = _throughput(lab, seconds) if seconds > 0 else (0.0, 0)
         netem_drops = _netem_drops(lab) if line == "netem" else 0
-    line_drops, socket_drops = _dline_drops(lab.line_logs.get("l0", ""))
+    dline = line_stats(lab.line_logs.get("l0", "")).values()
+    line_drops = sum(d["drop_frames"] for d in dline)
+    socket_drops = sum(d["socket_drops"] for d in dline)
     answered = [r for r in rtts if r is not None]
     if len(answered) < 2:
         raise SystemExit(f"line_check: {len(answered)} of {probes} probes came back")
@@ -157,16 +159,6 @@ def icmp_rtts(
     out = lab.exec(host, argv, timeout=count * gap + wait + 30).stdout
     result: list[float | None] = json.loads(out)
     return result
-
-
-def _dline_drops(log: str) -> tuple[int, int]:
-    """(line drops, socket drops) of both directions from dline's exit stats line."""
-    counts = dict.fromkeys(("drop_frames", "socket_drops"), 0)
-    for word in log.split():
-        key, _, value = word.rstrip(";").partition("=")
-        if key in counts and value.isdigit():
-            counts[key] += int(value)
-    return counts["drop_frames"], counts["socket_drops"]
 
 
 def _netem_drops(lab: Lab) -> int:

@@ -103,6 +103,20 @@ def dline_args(link: Link) -> list[str]:
     return args
 
 
+def line_stats(log: str) -> dict[str, dict[str, int]]:
+    """The counters of a delay line's exit stats line by direction (``a->b``,
+    ``b->a``): ``fwd_frames``, ``drop_frames``, ``socket_drops``...; empty until it
+    exited."""
+    _, found, rest = log.partition("dline: stats ")
+    if not found:
+        return {}
+    stats: dict[str, dict[str, int]] = {}
+    for part in rest.splitlines()[0].split(";"):
+        direction, *pairs = part.split()
+        stats[direction] = {k: int(v) for k, v in (kv.split("=") for kv in pairs)}
+    return stats
+
+
 def netem_args(link: Link) -> list[str]:
     """``tc qdisc add`` arguments for netem doing what dline does one way: the rate,
     the delay plus a uniform 0..jitter (netem's ``delay MU SIGMA`` is uniform in
@@ -158,8 +172,8 @@ class Lab:
     def up(self) -> Lab:
         atexit.register(self.down)
         try:
-            lines = [lk for lk in self.spec.links if lk.delayed and lk.line == "dline"]
-            dline = delayline.build() if lines else None
+            needs_dline = any(lk.delayed and lk.line == "dline" for lk in self.spec.links)
+            dline = delayline.build() if needs_dline else None
             for host in self.spec.hosts:
                 self._add_ns(self.ns(host.name), host=True)
                 self._setup_host(host)

@@ -499,6 +499,5 @@ def flows_per_nic(request: CopyCreate, nics: Collection[str]) -> dict[str, int]:
     do not say (the coordinator's do): its streams (per destination) dealt evenly over
     them, rounded up, so that with an even deal a per-flow rate of the NIC's rate over
     these never lets a NIC send more than its rate."""
-    dests = request.dest if isinstance(request.dest, list) else [request.dest]
-    total = request.streams * len(dests)
+    total = request.streams * len(request.dests)
     return {name: max(1, -(-total // len(nics))) for name in nics}

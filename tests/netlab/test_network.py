@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reservoir.lab import line_check, netns
+from reservoir.lab import line_check, netns, network
 from reservoir.lab.errors import LabError
 from reservoir.lab.network import Lab, LabState, proc_start_time
 from reservoir.lab.peers import stop_process
@@ -126,8 +126,7 @@ def test_up_failure_removes_only_what_it_created() -> None:
 
 def line_stats(lab: Lab) -> dict[str, int]:
     """The a->b counters of the delay line's exit stats line."""
-    line = lab.line_logs["l1"].split("dline: stats a->b ")[1].split(";")[0]
-    return {k: int(v) for k, v in (kv.split("=") for kv in line.split())}
+    return network.line_stats(lab.line_logs["l1"])["a->b"]
 
 
 def test_delay_line_passes_offload_frames_whole() -> None:
