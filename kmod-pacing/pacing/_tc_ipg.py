@@ -11,7 +11,6 @@ Python can load it alone.
 
 from __future__ import annotations
 
-import struct
 import sys
 from typing import Any
 
@@ -19,8 +18,7 @@ from pyroute2.netlink import nla  # type: ignore[import-untyped]
 from pyroute2.netlink.rtnl import TC_H_ROOT  # type: ignore[import-untyped]
 
 parent = TC_H_ROOT
-XSTATS_FIELDS = ("delayed", "segmented", "late", "late_ns")  # struct tc_ipg_xstats
-XSTATS = struct.Struct("=" + "Q" * len(XSTATS_FIELDS))
+XSTATS_FIELDS = ("delayed", "segmented", "late", "late_ns")  # struct tc_ipg_xstats, u64s
 
 
 def get_parameters(kwarg: dict[str, Any]) -> dict[str, Any]:
@@ -47,13 +45,10 @@ class options(nla):  # type: ignore[misc]  # noqa: N801 (pyroute2's plugin namin
     )
 
 
-def xstats(data: bytes) -> dict[str, int]:
+class stats(nla):  # type: ignore[misc]  # noqa: N801 (pyroute2 decodes TCA_XSTATS with it)
     """The module's xstats: ``delayed`` and ``segmented`` packets, ``late`` packets
     (their timer came more than a slot late) and ``late_ns`` (what the train lost)."""
-    return dict(zip(XSTATS_FIELDS, XSTATS.unpack_from(data), strict=True))
 
-
-class stats(nla):  # type: ignore[misc]  # noqa: N801 (pyroute2 decodes TCA_XSTATS with it)
     fields = tuple((name, "Q") for name in XSTATS_FIELDS)
 
 
