@@ -25,6 +25,7 @@ __all__ = [
     "Samples",
     "bond",
     "join_taps",
+    "leave_taps",
     "reach",
     "tx_bytes",
     "unbond",
@@ -41,6 +42,17 @@ def join_taps(ns: str, taps: Sequence[str], address: str) -> None:
         ns_run(ns, ["ip", "addr", "add", f"{address}/32", "dev", tap], f"{tap} {address}")
     hash_on_ports = "net.ipv4.fib_multipath_hash_policy=1"
     ns_run(ns, ["sysctl", "-qw", hash_on_ports], "multipath hash on ports")
+
+
+def leave_taps(ns: str, taps: Sequence[str], address: str, peer: str, macs: Sequence[str]) -> None:
+    """Undoes :func:`join_taps` and :func:`reach`: the taps with their own ``macs``
+    again, without ``address``, and no route or neighbour entry for ``peer``."""
+    ns_run(ns, ["ip", "route", "flush", "exact", f"{peer}/32"], f"route to {peer}")
+    for tap, mac in zip(taps, macs, strict=True):
+        ns_run(ns, ["ip", "neigh", "flush", "to", peer, "dev", tap], f"{peer} on {tap}")
+        ns_run(ns, ["ip", "addr", "del", f"{address}/32", "dev", tap], f"{tap} {address}")
+        ns_run(ns, ["ip", "link", "set", tap, "address", mac], f"{tap} address")
+    ns_run(ns, ["sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=0"], "multipath hash")
 
 
 def reach(ns: str, taps: Sequence[str], peer: str, mac: str) -> None:

@@ -73,6 +73,13 @@ class OpenIscsi:
         self.guest.check("iscsid </dev/null >/dev/null 2>&1")
         self.log.append(f"# iscsid started as {self.initiator}")
 
+    def stop(self) -> None:
+        """Logs every session out, forgets the nodes, stops iscsid (``iscsiadm -k``)."""
+        self.guest.run("iscsiadm -m node --logoutall=all")
+        self.guest.run("iscsiadm -m node -o delete")
+        self.guest.run("iscsiadm -k 0")
+        self.log.append("# iscsid stopped")
+
     def discover(self, portal: str) -> list[tuple[str, str]]:
         """SendTargets discovery: (portal, target name) of every record found."""
         out = self.run(["iscsiadm", "-m", "discovery", "-t", "sendtargets", "-p", portal]).out

@@ -1,6 +1,8 @@
 """Fixtures of the VM lab tests: the guest image (built once, cached), a lab namespace
-with a tap for the guest, and a guest booted in it; all taken down after a failure
-too. A test skips, with the reason, where guests cannot be built or booted here."""
+with two taps for the guest, and one guest booted in it for the whole session (a boot
+costs about 30 s under TCG; every module leaves the guest and the namespace as it
+found them); all taken down after a failure too. A test skips, with the reason,
+where guests cannot be built or booted here."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def image() -> GuestImage:
         pytest.skip(str(exc))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab_ns(image: GuestImage) -> Iterator[str]:
     """A namespace with the taps at HOST_ADDRESSES, the guest's eth0 and eth1 beside them."""
     netns.delete(NS)
@@ -56,9 +58,12 @@ def lab_ns(image: GuestImage) -> Iterator[str]:
         netns.delete(NS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def guest(image: GuestImage, lab_ns: str) -> Iterator[Guest]:
-    with Guest(image, "g1", netns=lab_ns, taps=TAPS, shares=host_python.shares()) as g:
+    """The guest, eth0 and eth1 at GUEST_ADDRESSES; 2 vCPUs (a copy in it and the
+    qdiscs' trains need both)."""
+    shares = host_python.shares()
+    with Guest(image, "g1", netns=lab_ns, taps=TAPS, cpus=2, shares=shares) as g:
         print(f"vm: guest booted in {g.boot_seconds:.1f} s (kernel {g.kernel})", flush=True)
         for i, address in enumerate(GUEST_ADDRESSES):
             g.check(f"ip addr add {address}/{PREFIX} dev eth{i} && ip link set eth{i} up")

@@ -38,18 +38,23 @@ def target(lab_ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     lun.write_bytes(b"")
     with open(lun, "r+b") as f:
         f.truncate(SOURCE_MIB << 20)
+    macs = [ns_run(lab_ns, ["cat", f"/sys/class/net/{tap}/address"]).strip() for tap in TAPS]
     bond.join_taps(lab_ns, TAPS, HOST_BOND)
     args = ["--portal", f"{HOST_BOND}:3260", "--iqn", IQN, "--lun", str(lun),
             "--allow", INITIATOR]  # fmt: skip
-    with serving_target(lab_ns, args, tmp / "target.log"):
-        yield lun
+    try:
+        with serving_target(lab_ns, args, tmp / "target.log"):
+            yield lun
+    finally:
+        bond.leave_taps(lab_ns, TAPS, HOST_BOND, GUEST_BOND, macs)
 
 
 @pytest.fixture(scope="module")
-def source(guest: Guest) -> str:
+def source(guest: Guest) -> Iterator[str]:
     """The source volume in the guest; its sha256."""
     guest.check(f"dd if=/dev/urandom of={SOURCE} bs=1M count={SOURCE_MIB} status=none")
-    return guest.check(f"sha256sum {SOURCE}").split()[0]
+    yield guest.check(f"sha256sum {SOURCE}").split()[0]
+    guest.run(f"rm -f {SOURCE}")
 
 
 @pytest.fixture

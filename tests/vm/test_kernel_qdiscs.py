@@ -34,14 +34,11 @@ from typing import Any
 
 import pytest
 
-from reservoir.lab import netns
 from reservoir.lab.netns import exec_argv
 from reservoir.lab.peers import stop_process
 from reservoir.lab.spec import LINES
 from reservoir.lab.vm import (
     Guest,
-    GuestImage,
-    add_tap,
     bond,
     host_python,
     line_bench,
@@ -50,16 +47,16 @@ from reservoir.lab.vm import (
 from reservoir.pacing import nic
 from reservoir.pacing.ipg import PREAMBLE_AND_GAP, gap_from_rate
 
-from .conftest import PREFIX
+from . import conftest
 
 pytestmark = pytest.mark.vm
 
 PROJECT = Path(__file__).resolve().parents[2]
 MODULE_DIR = PROJECT / "kmod-pacing" / "module"
 PLUGIN = PROJECT / "kmod-pacing" / "pacing" / "_tc_ipg.py"
-NS = "rsv-ipg"
-TAP = "rsvipg0"
-HOST, GUEST = "10.96.0.1", "10.96.0.2"
+# the session's guest and its first link (conftest)
+NS, TAP = conftest.NS, conftest.TAPS[0]
+HOST = conftest.HOST_ADDRESSES[0]
 PORT = 5211
 PAYLOAD = 1472  # a 1514-byte Ethernet frame, 1518 with its FCS
 FRAME = PAYLOAD + 42 + 4
@@ -110,20 +107,16 @@ print(json.dumps(times))
 
 
 @pytest.fixture(scope="module")
-def kguest(image: GuestImage) -> Iterator[Guest]:
-    netns.delete(NS)
-    netns.add(NS)
+def kguest(guest: Guest) -> Iterator[Guest]:
+    """The session's guest with the module's sources and the plugin in /tmp/ipg."""
+    guest.check("mkdir -p /tmp/ipg")
+    for file in (*MODULE_DIR.iterdir(), PLUGIN):
+        if file.is_file():
+            guest.check(f"cat > /tmp/ipg/{file.name}", input=file.read_bytes())
     try:
-        add_tap(NS, TAP, f"{HOST}/{PREFIX}")
-        with Guest(image, "ipg", netns=NS, taps=[TAP], cpus=2, shares=host_python.shares()) as g:
-            g.check(f"ip addr add {GUEST}/{PREFIX} dev eth0 && ip link set eth0 up")
-            g.check("mkdir -p /tmp/ipg")
-            for file in (*MODULE_DIR.iterdir(), PLUGIN):
-                if file.is_file():
-                    g.check(f"cat > /tmp/ipg/{file.name}", input=file.read_bytes())
-            yield g
+        yield guest
     finally:
-        netns.delete(NS)
+        guest.run("tc qdisc del dev eth0 root; rmmod sch_ipg; rm -rf /tmp/ipg")
 
 
 @pytest.fixture(scope="module")
@@ -228,8 +221,8 @@ with IPRoute() as ipr:
 """
 COPY_IQN = "iqn.2026-11.org.reservoir:paced"
 COPY_INITIATOR = "iqn.2026-11.org.reservoir:paced-copier"
-COPY_MIB = 48
-EXTENT = 512 << 10  # 24 extents a stream: the last ones, when fewer streams run, weigh little
+COPY_MIB = 32
+EXTENT = 512 << 10  # 16 extents a stream: the last ones, when fewer streams run, weigh little
 SOURCE = "/var/tmp/paced-source.img"
 
 
@@ -372,7 +365,7 @@ GOODPUT_100 = 100 * 1448 / 1514
 
 
 def test_the_delay_line_agrees_with_netem_on_the_same_link(kguest: Guest) -> None:
-    case = line_bench.Case("100 Mbit/s, 10 ms", 100, 10, seconds=5)
+    case = line_bench.Case("100 Mbit/s, 10 ms", 100, 10, seconds=3)
     dline, netem = (line_bench.measure_in(kguest, case, line) for line in LINES)
     print(line_bench.HEADER)
     for figures in (dline, netem):

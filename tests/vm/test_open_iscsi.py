@@ -64,10 +64,13 @@ def target_log(lab_ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def iscsi(guest: Guest, target_log: Path) -> OpenIscsi:
+def iscsi(guest: Guest, target_log: Path) -> Iterator[OpenIscsi]:
     client = OpenIscsi(guest, INITIATOR)
     client.start()
-    return client
+    try:
+        yield client
+    finally:
+        client.stop()  # the guest serves the other modules' tests
 
 
 def _filesystem_round_trip(iscsi: OpenIscsi, node: Node) -> str:
