@@ -87,10 +87,12 @@ long enough for a destination agent to be restarted (a failed *path* is handled
 sooner, by the path monitor, which moves its extents to the other paths)."""
 TICK = 0.5
 VERIFICATIONS = ("storage", "receipt")
-"""How each extent is verified: ``storage`` (the destination hashes what it holds:
-HASH RANGE, or the extent read back) or ``receipt`` (the destination's receipts of
-what its writes received, storage where it has none). Both end with the whole
-destination hashed from storage (_end_check)."""
+"""How a copy is verified. Both end with the whole destination hashed from storage
+and compared extent by extent (_end_check: HASH RANGE, or the extent read back), what
+differs sent again. ``receipt`` also checks each extent as it is written, by the
+destination's receipts of what its writes received (read back where it keeps none),
+so a difference is sent again at once; ``storage`` leaves every check to the end,
+where checking each extent's storage as it is written as well read it back twice."""
 
 
 @dataclass
@@ -508,7 +510,11 @@ class Run:
         try:
             await self._supervise()
             self._check_complete()
-            self._phase("every extent written and verified")
+            self._phase(
+                "every extent written and checked by its receipts"
+                if self.options.verify and self.options.verification == "receipt"
+                else "every extent written"
+            )
             await self._verify_end()
             await self._flush(list(self.workers.values()))
             self._phase("flushed")
@@ -627,12 +633,15 @@ class Run:
                 source = self._counted(source, label)
             else:
                 dest = self._counted(dest, label)
+        receipts = self.options.verification == "receipt"
         settings = Settings(
             self.options.piece_size,
             self.options.depth,
-            self.options.verify,
+            # each extent checked as it is written by its receipts only: its storage
+            # is hashed once, by the check at the end (_verify_end)
+            self.options.verify and receipts,
             self.options.verify_retries,
-            receipts=self.options.verification == "receipt",
+            receipts=receipts,
         )
         inner = dest.inner if isinstance(dest, CountingChannel) else dest
         tcp_info = inner.session.tcp_info if isinstance(inner, RemoteChannel) else None
@@ -811,7 +820,7 @@ class Run:
         await asyncio.gather(*(_release(w.dest) for w in flushers.values()))
 
     async def _verify_end(self) -> None:
-        """Hashes the whole destination again and sends what differs once more; a
+        """Hashes the whole destination and sends what differs once more; a
         copy whose destination still differs fails, naming the ranges (_end_check)."""
         if not self.options.verify:
             return
@@ -836,7 +845,7 @@ class Run:
                     f"{len(bad)} extents again: {end_check.ranges(still)}"
                 )
         self.end_checked = True
-        self._phase("whole destination hashed again, equal to the source")
+        self._phase("whole destination hashed, equal to the source")
 
     async def _end_workers(self) -> dict[int, list[StreamWorker]]:
         """The live streams of every server pair; a pair left with none gets one."""
