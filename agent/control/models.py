@@ -91,10 +91,10 @@ class CopyBase(Strict):
     verification: Verification = Field(
         default="storage",
         description=(
-            "how each extent is verified (with verify): storage (the destination hashes "
-            "what it holds) or receipt (the digests of what its writes received, where it "
-            "kept them; the others from storage); the whole destination is hashed from "
-            "storage at the end either way"
+            "how the copy is verified (with verify): storage (each extent hashed from the "
+            "destination's storage once, at the end) or receipt (each extent also checked "
+            "as it is written, by the digests of what its writes received where the target "
+            "kept them, from storage where not)"
         ),
     )
     range: RangeModel | None = None

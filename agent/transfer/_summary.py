@@ -53,7 +53,7 @@ class CopySummary:
     # write them), "registration" (other Reservoir copies were kept out; the target
     # lets only one session write under a reservation), "" (not held)
     hold: str = ""
-    mode: str = ""  # how each extent was verified: "storage", "receipt" ("": not verified)
+    mode: str = ""  # how it was verified: "storage", "receipt" ("": not verified)
     sessions_opened: int = 0  # iSCSI sessions its streams and probe logged in
     sessions_reused: int = 0  # warm sessions taken from the agent's pool instead
     first_write: float | None = None  # s from the copy being asked for to its first write

@@ -92,9 +92,9 @@ def _add_lifecycle(p: argparse.ArgumentParser) -> None:
         choices=VERIFICATIONS,
         default="storage",
         dest="verification",
-        help="how each extent is verified: storage (the destination hashes what it holds; "
-        "default) or receipt (the digests of what its writes received, where it kept them); "
-        "the whole destination is hashed from storage at the end either way",
+        help="how a copy is verified: storage (each extent hashed from the destination's storage "
+        "once, at the end; default) or receipt (each extent also checked as it is written, "
+        "by the digests of what its writes received where the target kept them)",
     )
     p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
     p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")

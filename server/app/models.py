@@ -447,10 +447,10 @@ class TransferBase(Strict):
     verification: Literal["storage", "receipt"] = Field(
         default="storage",
         description=(
-            "how the agents verify each extent (with verify): storage (the destination "
-            "hashes what it holds) or receipt (the digests of what its writes received, "
-            "where the target kept them; the others from storage); the whole destination "
-            "is hashed from storage at the end either way"
+            "how the agents verify the copy (with verify): storage (each extent hashed "
+            "from the destination's storage once, at the end) or receipt (each extent also "
+            "checked as it is written, by the digests of what its writes received where "
+            "the target kept them, from storage where not)"
         ),
     )
     congestion: str | None = Field(

@@ -166,9 +166,9 @@ def _verify_options(p: argparse.ArgumentParser) -> None:
         "--verify",
         choices=VERIFICATIONS,
         dest="verification",
-        help="how each extent is verified: storage (the destination hashes what it holds; "
-        "default) or receipt (the digests of what its writes received, where it kept them); "
-        "the whole destination is hashed from storage at the end either way",
+        help="how a copy is verified: storage (each extent hashed from the destination's storage "
+        "once, at the end; default) or receipt (each extent also checked as it is written, "
+        "by the digests of what its writes received where the target kept them)",
     )
 
 
