@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from reservoir import __version__
-from reservoir.agent import agent_cli
-from reservoir.agent.target import cli as target_cli
-from reservoir.agent.transfer import cli as transfer_cli
-from reservoir.campaigns import cli as campaign_cli
 from reservoir.common.errors import ReservoirError
 from reservoir.common.logs import setup_logging
-from reservoir.lab import cli as lab_cli
-from reservoir.server.clients import cli as server_cli
-from reservoir.server.clients import link_cli
-from reservoir.server.clients import transfer_cli as coordinator_transfer_cli
+
+COMMANDS = {
+    "agent": "reservoir.agent.agent_cli",
+    "target": "reservoir.agent.target.cli",
+    "copy": "reservoir.agent.transfer.cli",
+    "lab": "reservoir.lab.cli",
+    "campaign": "reservoir.campaigns.cli",
+    "server": "reservoir.server.clients.cli",
+    "transfer": "reservoir.server.clients.transfer_cli",
+    "link": "reservoir.server.clients.link_cli",
+}
+"""Each sub-command and the module whose ``register(sub)`` adds it. Only the module
+of the command being run is imported: the coordinator's modules alone take about a
+second to import, which a copy or a target should not wait for."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every sub-command, or ``only`` that one."""
     parser = argparse.ArgumentParser(
         prog="reservoir",
         description="Wide-area block transfer over parallel iSCSI/TCP streams.",
@@ -27,20 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reservoir {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    agent_cli.register(sub)
-    target_cli.register(sub)
-    transfer_cli.register(sub)
-    lab_cli.register(sub)
-    campaign_cli.register(sub)
-    server_cli.register(sub)
-    coordinator_transfer_cli.register(sub)
-    link_cli.register(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).register(sub)
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line, if it is one (the options before it
+    take no value)."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(words))
+    args = parser.parse_args(words)
     setup_logging(args.verbose)
     try:
         rc: int = args.func(args)

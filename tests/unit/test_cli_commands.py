@@ -1,0 +1,48 @@
+"""The ``reservoir`` command imports only the module of the sub-command it runs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from reservoir.cli import COMMANDS, build_parser, main
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_module_registers_the_command_it_is_listed_for(name: str) -> None:
+    sub = argparse.ArgumentParser().add_subparsers()
+    importlib.import_module(COMMANDS[name]).register(sub)
+    assert list(sub.choices) == [name]
+
+
+def test_the_whole_parser_has_every_command() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(sub.choices) == sorted(COMMANDS)
+
+
+def test_a_copy_does_not_import_the_coordinator() -> None:
+    probe = (
+        "import sys\n"
+        "from reservoir.cli import build_parser\n"
+        "build_parser('copy').parse_args(['copy', 'a', 'b'])\n"
+        "print(sorted(m for m in ('fastapi', 'sqlalchemy', 'reservoir.server.app') "
+        "if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_an_unknown_command_is_refused_with_the_list_of_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["-v", "bogus"])
+    assert exited.value.code == 2
+    assert (
+        "invalid choice: 'bogus' (choose from 'agent', 'target', 'copy'" in capsys.readouterr().err
+    )
