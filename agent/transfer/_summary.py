@@ -71,18 +71,13 @@ class CopySummary:
             ),
         }.get(self.verified_by, "checked")
         whole = f"whole destination range {how} after the last extent: equal to the source"
-        return f"{self.extents_checked}; {whole}"
-
-    @property
-    def extents_checked(self) -> str:
-        """How each extent was verified as it was written."""
         if self.mode != "receipt":
-            return "each extent hashed from storage"
+            return whole  # the one check of each extent's storage
         by_receipt = sum(s.by_receipt for s in self.streams)
         done = sum(s.extents for s in self.streams)
         return (
-            f"{by_receipt} of {done} extents checked by the destination's receipts of what "
-            "it received, the others hashed from storage"
+            f"{by_receipt} of {done} extents checked by the destination's receipts of what it "
+            f"received as they were written, the others hashed from storage; {whole}"
         )
 
     @property
