@@ -15,7 +15,12 @@ from reservoir.agent.initiator._errors import (
     ProtocolError,
     ScsiError,
 )
-from reservoir.agent.initiator._hash_range import hash_range, hash_receipts, supports_hash_range
+from reservoir.agent.initiator._hash_range import (
+    arm_receipts,
+    hash_range,
+    hash_receipts,
+    supports_hash_range,
+)
 from reservoir.agent.initiator._identity import device_designator
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.initiator._pool import (
@@ -68,6 +73,7 @@ __all__ = [
     "SessionPool",
     "TcpTransport",
     "WriteData",
+    "arm_receipts",
     "chap_identity",
     "device_designator",
     "discover",

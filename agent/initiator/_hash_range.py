@@ -48,6 +48,17 @@ async def hash_range(session: Session, lun: int, lba: int, blocks: int) -> bytes
     return reply.data
 
 
+async def arm_receipts(session: Session, lun: int) -> bool:
+    """Asks our target to keep receipts of the writes that follow (HASH RANGE algorithm
+    02h over no blocks: it records them only while they are asked about); whether it
+    does (a target of ours from before receipts refuses the algorithm)."""
+    try:
+        await session.scsi(lun, hash_range16(0, 0, ALG_RECEIPT), read_length=16)
+    except ScsiError:
+        return False
+    return True
+
+
 async def hash_receipts(session: Session, lun: int, lba: int, blocks: int) -> bytes | None:
     """The target's digest of its receipts for the range (HASH RANGE algorithm 02h:
     what the writes that last wrote it received); None where some block has none."""

@@ -27,6 +27,8 @@ WRITE commands that last wrote it (see _receipts), Data-In is the XXH3-128 over 
 16-byte digests concatenated (what :func:`receipt_digest` computes from the data and
 the size of the commands); when some block of the range has no receipt, there is no
 Data-In (GOOD, with the whole length as residual), and the initiator asks for 01h.
+Asking arms the logical unit's receipts: the writes of the next minutes get them
+(_receipts.RECEIPT_ARMED_S); a question over no blocks only arms.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ async def hash_range(st: LuState, cmd: ScsiCommand) -> ScsiResult:
     if blocks * bs > MAX_HASH_BYTES:
         raise invalid_field_in_cdb(10)
     if algorithm == ALG_RECEIPT:
+        st.receipts.arm()  # the writes from now on get receipts (see _receipts)
         return ScsiResult(Status.GOOD, st.receipts.digest_of(lba, blocks) or b"")
     return ScsiResult(Status.GOOD, await _digest(st, lba, blocks))
 

@@ -16,11 +16,19 @@ of ``RECEIPT_MIN_BYTES`` to ``RECEIPT_MAX_BYTES`` get one (a copy writes 1 MiB
 pieces; small random writes pay nothing but the bookkeeping of dropping). At most
 ``RECEIPT_LIMIT`` receipts are kept per logical unit, the oldest dropped first: a copy
 asks for them seconds after writing.
+
+Hashing what a write received costs the target about a tenth of its CPU during a
+copy, so receipts are recorded only while someone uses them: for ``RECEIPT_ARMED_S``
+after the last HASH RANGE algorithm 02h question on the logical unit (a copy in
+``receipt`` mode asks one over no blocks before its first write). Writes outside that
+window get no receipt; what they overlap is dropped all the same.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -29,6 +37,7 @@ import xxhash
 RECEIPT_MIN_BYTES: Final = 64 << 10
 RECEIPT_MAX_BYTES: Final = 4 << 20
 RECEIPT_LIMIT: Final = 16384
+RECEIPT_ARMED_S: Final = 300.0
 _BUCKET_BYTES: Final = 1 << 20
 
 
@@ -50,9 +59,16 @@ class _Change:
 class Receipts:
     """The receipts of one logical unit (see the module)."""
 
-    def __init__(self, block_size: int, limit: int = RECEIPT_LIMIT) -> None:
+    def __init__(
+        self,
+        block_size: int,
+        limit: int = RECEIPT_LIMIT,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.block_size = block_size
         self.limit = limit
+        self._clock = clock
+        self._armed_until = float("-inf")
         self._bucket = max(1, _BUCKET_BYTES // block_size)  # blocks a bucket
         self._span = max(1, RECEIPT_MAX_BYTES // block_size)  # longest receipt, blocks
         self._by_start: dict[int, _Receipt] = {}
@@ -63,9 +79,15 @@ class Receipts:
     def __len__(self) -> int:
         return len(self._by_start)
 
+    def arm(self) -> None:
+        """Someone asked about receipts: record them for ``RECEIPT_ARMED_S`` from now."""
+        self._armed_until = self._clock() + RECEIPT_ARMED_S
+
     def wants(self, nbytes: int) -> bool:
-        """Whether a write of ``nbytes`` gets a receipt."""
-        return RECEIPT_MIN_BYTES <= nbytes <= RECEIPT_MAX_BYTES
+        """Whether a write of ``nbytes`` gets a receipt (now)."""
+        if not RECEIPT_MIN_BYTES <= nbytes <= RECEIPT_MAX_BYTES:
+            return False
+        return self._clock() < self._armed_until
 
     def begin(self, lba: int, blocks: int) -> _Change:
         """A change of ``blocks`` blocks at ``lba`` starts: the receipts it overlaps are

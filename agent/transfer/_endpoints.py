@@ -37,6 +37,7 @@ from reservoir.agent.initiator import (
     SessionKey,
     SessionPool,
     WriteData,
+    arm_receipts,
     chap_identity,
     device_designator,
     discover,
@@ -436,6 +437,13 @@ class RemoteSide:
         )
         self.size = blocks * self.block_size
         self.pr_state = pr
+
+    async def arm_receipts(self) -> None:
+        """Asks the target, on the session that probed it, to keep receipts of the
+        copy's writes (where it hashes: only our target has receipts)."""
+        assert self._prober is not None, "probe() first"
+        if self.hashes:
+            await arm_receipts(self._prober, self.where.lun)
 
     async def take_hold(self, key: int) -> None:
         """Reserves the LUN for the copy under ``key`` (see _hold) on the session that

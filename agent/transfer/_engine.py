@@ -346,7 +346,11 @@ async def _copy_from(
         )
         checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
         key = hold_key(source, dests, options.checkpoint)
-        await asyncio.gather(*(d.take_hold(key) for d in dsts if isinstance(d, RemoteSide)))
+        remote = [d for d in dsts if isinstance(d, RemoteSide)]
+        receipts = options.verify and options.verification == "receipt"
+        await asyncio.gather(  # receipts asked for beside the hold: no round trip more
+            *(d.take_hold(key) for d in remote), *(d.arm_receipts() for d in remote if receipts)
+        )
         run = Run(
             plan,
             src,

@@ -6,10 +6,18 @@ import errno
 import struct
 
 import xxhash
-from test_scsi_support import assert_good, execute, make_lu, unmap_cdb, unmap_list, write16
+from test_scsi_support import (
+    MemoryBackend,
+    assert_good,
+    execute,
+    make_lu,
+    unmap_cdb,
+    unmap_list,
+    write16,
+)
 
-from reservoir.agent.scsi import ALG_RECEIPT, HASH_RANGE_OPCODE, receipt_digest
-from reservoir.agent.scsi._receipts import Receipts
+from reservoir.agent.scsi import ALG_RECEIPT, HASH_RANGE_OPCODE, LogicalUnit, receipt_digest
+from reservoir.agent.scsi._receipts import RECEIPT_ARMED_S, Receipts
 
 BS = 512
 PIECE = 64 << 10  # the smallest write that gets a receipt
@@ -24,8 +32,17 @@ def pieces(count: int, seed: int = 1) -> bytes:
     return bytes((i * 31 + seed) % 251 for i in range(count * PIECE))
 
 
+def armed_lu() -> tuple[LogicalUnit, MemoryBackend]:
+    """A logical unit asked about receipts (over no blocks), as a copy does first."""
+    lu, backend = make_lu()
+    asked = execute(lu, receipt_cdb(0, 0))
+    assert_good(asked)
+    assert asked.data_in == xxhash.xxh3_128_digest(b"")  # no blocks: the empty digest
+    return lu, backend
+
+
 def test_the_receipt_of_a_range_written_in_pieces_is_the_digest_of_their_digests() -> None:
-    lu, _ = make_lu()
+    lu, _ = armed_lu()
     data = pieces(3)
     for i in range(3):
         chunk = data[i * PIECE : (i + 1) * PIECE]
@@ -37,7 +54,7 @@ def test_the_receipt_of_a_range_written_in_pieces_is_the_digest_of_their_digests
 
 
 def test_a_receipt_asked_with_other_boundaries_or_over_unwritten_blocks_is_no_data() -> None:
-    lu, _ = make_lu()
+    lu, _ = armed_lu()
     assert_good(execute(lu, write16(0, PIECE_BLOCKS), pieces(1)))
     assert execute(lu, receipt_cdb(0, PIECE_BLOCKS // 2)).data_in == b""  # crosses its end
     assert execute(lu, receipt_cdb(0, 2 * PIECE_BLOCKS)).data_in == b""  # unwritten after
@@ -45,7 +62,7 @@ def test_a_receipt_asked_with_other_boundaries_or_over_unwritten_blocks_is_no_da
 
 
 def test_any_later_change_overlapping_a_receipt_drops_it() -> None:
-    lu, _ = make_lu()
+    lu, _ = armed_lu()
     assert_good(execute(lu, write16(0, PIECE_BLOCKS), pieces(1)))
     assert_good(execute(lu, write16(PIECE_BLOCKS, PIECE_BLOCKS), pieces(1, seed=2)))
     assert_good(execute(lu, write16(PIECE_BLOCKS - 1, 1), b"x" * BS))  # one block, no receipt
@@ -56,15 +73,21 @@ def test_any_later_change_overlapping_a_receipt_drops_it() -> None:
 
 
 def test_a_write_the_storage_failed_leaves_no_receipt() -> None:
-    lu, backend = make_lu()
+    lu, backend = armed_lu()
     assert_good(execute(lu, write16(0, PIECE_BLOCKS), pieces(1)))
+    assert execute(lu, receipt_cdb(0, PIECE_BLOCKS)).data_in != b""
     backend.fail["write"] = OSError(errno.EIO, "medium error")
     execute(lu, write16(0, PIECE_BLOCKS), pieces(1, seed=3))
     assert execute(lu, receipt_cdb(0, PIECE_BLOCKS)).data_in == b""
 
 
+def armed(receipts: Receipts) -> Receipts:
+    receipts.arm()
+    return receipts
+
+
 def test_overlapping_changes_in_flight_together_record_no_receipt() -> None:
-    receipts = Receipts(BS)
+    receipts = armed(Receipts(BS))
     first = receipts.begin(0, PIECE_BLOCKS)
     second = receipts.begin(10, 1)  # which reaches the storage last is unknown
     receipts.end(second)
@@ -78,7 +101,7 @@ def test_overlapping_changes_in_flight_together_record_no_receipt() -> None:
 
 
 def test_the_oldest_receipts_go_first_beyond_the_limit() -> None:
-    receipts = Receipts(BS, limit=3)
+    receipts = armed(Receipts(BS, limit=3))
     for i in range(5):
         receipts.end(receipts.begin(i * PIECE_BLOCKS, PIECE_BLOCKS), pieces(1, seed=i))
     assert len(receipts) == 3
@@ -87,6 +110,30 @@ def test_the_oldest_receipts_go_first_beyond_the_limit() -> None:
 
 
 def test_writes_outside_the_receipt_sizes_get_none() -> None:
-    receipts = Receipts(BS)
+    receipts = armed(Receipts(BS))
     assert not receipts.wants(PIECE - BS) and receipts.wants(PIECE)
     assert receipts.wants(4 << 20) and not receipts.wants((4 << 20) + BS)
+
+
+def test_writes_get_no_receipt_until_someone_asks_about_receipts() -> None:
+    lu, _ = make_lu()
+    assert_good(execute(lu, write16(0, PIECE_BLOCKS), pieces(1)))  # nobody asked yet
+    assert execute(lu, receipt_cdb(0, PIECE_BLOCKS)).data_in == b""  # ... now armed
+    assert_good(execute(lu, write16(0, PIECE_BLOCKS), pieces(1, seed=4)))
+    assert execute(lu, receipt_cdb(0, PIECE_BLOCKS)).data_in == receipt_digest(
+        pieces(1, seed=4), PIECE
+    )
+
+
+def test_receipts_stop_being_recorded_when_nobody_has_asked_for_a_while() -> None:
+    now = [0.0]
+    receipts = Receipts(BS, clock=lambda: now[0])
+    assert not receipts.wants(PIECE)
+    receipts.arm()
+    now[0] = RECEIPT_ARMED_S - 1
+    assert receipts.wants(PIECE)
+    now[0] = RECEIPT_ARMED_S + 1
+    assert not receipts.wants(PIECE)
+    change = receipts.begin(0, PIECE_BLOCKS)  # unarmed, a change still drops receipts
+    receipts.end(change, None)
+    assert len(receipts) == 0
