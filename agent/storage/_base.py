@@ -153,6 +153,11 @@ class Engine:
     def closed(self) -> bool:
         return self._closed
 
+    def arena(self) -> memoryview | None:
+        """Memory this engine writes from without a copy of its own (io_uring's
+        registered arena), or None."""
+        return None
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"depth={self.depth}"
         return f"<{type(self).__name__} {self.kind} {state}>"

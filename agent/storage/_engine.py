@@ -58,18 +58,20 @@ def _warn_fallback(reason: str) -> None:
     log.log(level, "storage engine: io_uring unusable (%s); using the threads backend", reason)
 
 
-def _open_uring(depth: int) -> Engine:
+def _open_uring(depth: int, arena: int) -> Engine:
     from ._uring_engine import UringEngine  # noqa: PLC0415 - needs the optional extension
 
     try:
-        return UringEngine(depth)
+        return UringEngine(depth, arena=arena)
     except OSError as exc:
         raise storage_error(exc.errno or errno.EIO, "io_uring setup", None, str(exc)) from exc
 
 
-def open_engine(kind: str = "auto", *, depth: int = 64) -> Engine:
+def open_engine(kind: str = "auto", *, depth: int = 64, arena: int = 0) -> Engine:
     """An engine of the given kind: "auto" (io_uring if usable, else threads),
-    "io_uring" or "threads".  RESERVOIR_STORAGE_ENGINE overrides "auto"."""
+    "io_uring" or "threads".  RESERVOIR_STORAGE_ENGINE overrides "auto".  ``arena``:
+    bytes of memory an io_uring engine registers to write from without a copy
+    (:meth:`Engine.arena`; the threads engine has none)."""
     kind = _requested(kind)
     if kind == "threads":
         return ThreadEngine(depth)
@@ -77,13 +79,13 @@ def open_engine(kind: str = "auto", *, depth: int = 64) -> Engine:
     if kind == "io_uring":
         if reason is not None:
             raise storage_error(errno.ENOSYS, "io_uring setup", None, reason)
-        return _open_uring(depth)
+        return _open_uring(depth, arena)
     if kind != "auto":
         why = f"unknown storage engine kind {kind!r} (auto, {', '.join(KINDS)})"
         raise storage_error(errno.EINVAL, "storage engine", None, why)
     if reason is None:
         try:
-            return _open_uring(depth)
+            return _open_uring(depth, arena)
         except StorageError as exc:
             reason = str(exc)
     _warn_fallback(reason)

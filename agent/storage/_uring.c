@@ -14,6 +14,12 @@
  * (a buffer export, so it can be neither freed nor resized) until the completion
  * is reaped.
  *
+ * An arena (Ring(arena=N)) is N more bytes of page-aligned memory registered with
+ * the pool (the buffer index after the slots'); the Ring exports it through the
+ * buffer protocol, so a caller can receive data straight into it, and
+ * write_registered writes from it with WRITE_FIXED: no copy into a slot buffer.
+ * The arena is unmapped only when the Ring is freed, which no export outlives.
+ *
  * Conventions: helpers return 0 or -errno and name the failing syscall; only the
  * methods exposed to Python raise, as OSError(errno, "<strerror> (originated from
  * <syscall>)").  A Ring is used from one thread (the event loop's); methods raise
@@ -35,6 +41,7 @@
 #define MAX_ENTRIES 4096u
 #define MAX_BUFSIZE (16u << 20)
 #define MAX_IN_PLACE (1u << 30) /* largest write_in_place */
+#define MAX_ARENA (1ull << 30)  /* largest arena: one registered buffer */
 #define REAP_BATCH 64u
 
 enum { OP_NONE, OP_READ, OP_WRITE, OP_OTHER };
@@ -58,6 +65,9 @@ typedef struct {
     size_t bufsize;     /* bytes per slot buffer */
     char *pool;
     size_t pool_len;
+    char *arena;        /* registered after the slots' buffers, or NULL */
+    size_t arena_len;
+    int arena_fixed;    /* the arena is registered too */
     Slot *slots;
     unsigned *free_slots; /* stack of free slot indexes */
     unsigned nfree;
@@ -115,6 +125,14 @@ setup_pool(RingObject *self)
     for (i = 0; i < self->entries; i++)
         self->free_slots[i] = self->entries - 1 - (unsigned)i;
     self->nfree = self->entries;
+    if (self->arena_len > 0) {
+        self->arena = mmap(NULL, self->arena_len, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (self->arena == MAP_FAILED) {
+            self->arena = NULL;
+            return -errno;
+        }
+    }
     return 0;
 }
 
@@ -123,7 +141,8 @@ setup_pool(RingObject *self)
 static int
 register_pool(RingObject *self)
 {
-    struct iovec *iov = calloc(self->entries, sizeof(struct iovec));
+    unsigned count = self->entries + (self->arena != NULL);
+    struct iovec *iov = calloc(count, sizeof(struct iovec));
     unsigned i;
     int ret;
 
@@ -133,7 +152,14 @@ register_pool(RingObject *self)
         iov[i].iov_base = self->pool + (size_t)i * self->bufsize;
         iov[i].iov_len = self->bufsize;
     }
-    ret = io_uring_register_buffers(&self->ring, iov, self->entries);
+    if (self->arena != NULL) {
+        iov[self->entries].iov_base = self->arena;
+        iov[self->entries].iov_len = self->arena_len;
+    }
+    ret = io_uring_register_buffers(&self->ring, iov, count);
+    self->arena_fixed = ret == 0 && self->arena != NULL;
+    if (ret < 0 && self->arena != NULL) /* too much to pin (RLIMIT_MEMLOCK): the slots */
+        ret = io_uring_register_buffers(&self->ring, iov, self->entries);
     free(iov);
     self->fixed = ret == 0;
     return ret;
@@ -184,8 +210,9 @@ Ring_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds
 static int
 Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"entries", "bufsize", NULL};
+    static char *kwlist[] = {"entries", "bufsize", "arena", NULL};
     unsigned int entries = 64, bufsize = 128 * 1024;
+    unsigned long long arena = 0;
     const char *syscall = "";
     int ret;
 
@@ -193,8 +220,12 @@ Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Ring already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|II", kwlist, &entries, &bufsize))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIK", kwlist, &entries, &bufsize, &arena))
         return -1;
+    if (arena > MAX_ARENA || arena % 4096 != 0) {
+        PyErr_SetString(PyExc_ValueError, "arena must be a multiple of 4096 up to 1 GiB");
+        return -1;
+    }
     if (entries < 1 || entries > MAX_ENTRIES || bufsize < 512 || bufsize > MAX_BUFSIZE ||
         bufsize % 4096 != 0) {
         PyErr_SetString(PyExc_ValueError,
@@ -203,6 +234,7 @@ Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
     }
     self->entries = entries;
     self->bufsize = bufsize;
+    self->arena_len = (size_t)arena;
     /* Registering the pool pins and accounts every page of it, which takes a
      * while for large pools; setup touches no Python object, so drop the GIL. */
     Py_BEGIN_ALLOW_THREADS
@@ -350,6 +382,8 @@ Ring_dealloc(RingObject *self)
     free(self->free_slots);
     if (self->pool != NULL && !self->leak_pool)
         munmap(self->pool, self->pool_len);
+    if (self->arena != NULL && !self->leak_pool)
+        munmap(self->arena, self->arena_len);
     PyErr_Restore(type, value, tb);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -550,6 +584,80 @@ Ring_write_in_place(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* Whether [buf, buf + len) lies in the registered arena. */
+static int
+in_arena(RingObject *self, const char *buf, Py_ssize_t len)
+{
+    size_t at;
+
+    if (!self->arena_fixed || buf < self->arena || len < 0 ||
+        (size_t)len > self->arena_len)
+        return 0;
+    at = (size_t)(buf - self->arena);
+    return at <= self->arena_len - (size_t)len;
+}
+
+/* Queues a write straight from data in the arena (WRITE_FIXED, held until reaped)
+ * and returns True, or returns False (nothing queued) when data is not wholly in
+ * the registered arena. */
+static PyObject *
+Ring_write_registered(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct io_uring_sqe *sqe;
+    unsigned long long offset;
+    Py_buffer data;
+    unsigned idx;
+    int fd;
+
+    if (check_nargs(nargs, 4, 4, "write_registered") < 0 ||
+        parse_fd_offset(args, &fd, &offset) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!in_arena(self, data.buf, data.len) || data.len == 0) {
+        PyBuffer_Release(&data);
+        Py_RETURN_FALSE;
+    }
+    if (claim(self, &idx, &sqe) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    io_uring_prep_write_fixed(sqe, fd, data.buf, (unsigned)data.len, offset, (int)self->entries);
+    self->slots[idx].held = data; /* released when the completion is reaped */
+    fill_slot(self, sqe, idx, OP_WRITE, args[3]);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+Ring_registered(RingObject *self, PyObject *arg)
+{
+    Py_buffer data;
+    int inside;
+
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    inside = in_arena(self, data.buf, data.len);
+    PyBuffer_Release(&data);
+    return PyBool_FromLong(inside);
+}
+
+/* The buffer protocol: the arena, writable; the export holds the Ring. */
+static int
+Ring_getbuffer(RingObject *self, Py_buffer *view, int flags)
+{
+    if (self->arena == NULL) {
+        PyErr_SetString(PyExc_BufferError, "Ring has no arena");
+        view->obj = NULL;
+        return -1;
+    }
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->arena, (Py_ssize_t)self->arena_len,
+                             0, flags);
+}
+
+static PyBufferProcs Ring_as_buffer = {
+    .bf_getbuffer = (getbufferproc)Ring_getbuffer,
+};
+
 static PyObject *
 Ring_fsync(RingObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -713,6 +821,12 @@ Ring_get_entries(RingObject *self, void *Py_UNUSED(closure))
 }
 
 static PyObject *
+Ring_get_arena_fixed(RingObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->arena_fixed);
+}
+
+static PyObject *
 Ring_get_bufsize(RingObject *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromSize_t(self->bufsize);
@@ -726,6 +840,11 @@ static PyMethodDef Ring_methods[] = {
     {"write_in_place", (PyCFunction)(void (*)(void))Ring_write_in_place, METH_FASTCALL,
      "write_in_place(fd, offset, data, user, align): queue a write from data itself (held "
      "until reaped); False, nothing queued, if data's address is not a multiple of align."},
+    {"write_registered", (PyCFunction)(void (*)(void))Ring_write_registered, METH_FASTCALL,
+     "write_registered(fd, offset, data, user): queue a WRITE_FIXED from data in the arena "
+     "(held until reaped); False, nothing queued, if data is not wholly in it."},
+    {"registered", (PyCFunction)Ring_registered, METH_O,
+     "registered(data): whether data lies wholly in the registered arena."},
     {"fsync", (PyCFunction)(void (*)(void))Ring_fsync, METH_FASTCALL,
      "fsync(fd, user, datasync=True): queue an fsync/fdatasync."},
     {"fallocate", (PyCFunction)(void (*)(void))Ring_fallocate, METH_FASTCALL,
@@ -747,6 +866,7 @@ static PyGetSetDef Ring_getset[] = {
     {"closed", (getter)Ring_get_closed, NULL, "close() was called.", NULL},
     {"entries", (getter)Ring_get_entries, NULL, "Maximum requests in flight.", NULL},
     {"bufsize", (getter)Ring_get_bufsize, NULL, "Largest read or write.", NULL},
+    {"arena_fixed", (getter)Ring_get_arena_fixed, NULL, "The arena is registered.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -756,9 +876,11 @@ static PyTypeObject RingType = {
     .tp_basicsize = sizeof(RingObject),
     .tp_dealloc = (destructor)Ring_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Ring(entries=64, bufsize=131072): io_uring with a registered buffer pool.",
+    .tp_doc = "Ring(entries=64, bufsize=131072, arena=0): io_uring with a registered buffer "
+              "pool (and arena, exported as the Ring's buffer).",
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,
+    .tp_as_buffer = &Ring_as_buffer,
     .tp_init = (initproc)Ring_init,
     .tp_new = Ring_new,
 };

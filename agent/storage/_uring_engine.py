@@ -238,6 +238,8 @@ class _WriteOp(_PartOp):
 
     def prep(self, ring: _uring.Ring[_Op]) -> None:
         fd = self.fd()
+        if ring.write_registered(fd, self.offset, self.src, self):
+            return  # from the registered arena, as it is
         if self.mask >= 0 and ring.write_in_place(fd, self.offset, self.src, self, self.mask + 1):
             return
         # Buffered, or unaligned memory for O_DIRECT: through a slot buffer, at most
@@ -296,11 +298,13 @@ class UringEngine(Engine):
     kind = "io_uring"
     uses_direct = True
 
-    def __init__(self, depth: int = 64, *, bufsize: int = BUF_SIZE, submit: str = "batch"):
+    def __init__(
+        self, depth: int = 64, *, bufsize: int = BUF_SIZE, submit: str = "batch", arena: int = 0
+    ):
         super().__init__(depth)
         if submit not in ("batch", "immediate", "adaptive"):
             raise ValueError(f"unknown submit mode {submit!r}")
-        self._ring: _uring.Ring[_Op] = _uring.Ring(depth, bufsize)
+        self._ring: _uring.Ring[_Op] = _uring.Ring(depth, bufsize, arena)
         self._bufsize = bufsize
         self._mode = submit
         self._inflight = 0
@@ -312,6 +316,12 @@ class UringEngine(Engine):
     def fixed_buffers(self) -> bool:
         """Whether the buffer pool is registered (READ_FIXED/WRITE_FIXED are used)."""
         return self._ring.fixed
+
+    def arena(self) -> memoryview | None:
+        """The ring's registered arena: a write from it goes to the kernel as it is
+        (WRITE_FIXED), without the copy into a slot buffer (None: no arena, or the
+        kernel would not register it)."""
+        return memoryview(self._ring) if self._ring.arena_fixed else None
 
     # -- event loop binding
 
@@ -438,7 +448,8 @@ class UringEngine(Engine):
 
     def _write(self, h: Handle, offset: int, data: memoryview) -> Awaitable[None]:
         direct = h.dfd >= 0 and not (offset | len(data)) & h.dmask
-        parts = self._parts(offset, data, WRITE_PART if direct else self._bufsize)
+        whole = direct or self._ring.registered(data)  # no slot buffer in between
+        parts = self._parts(offset, data, WRITE_PART if whole else self._bufsize)
         req = self._new_req(h, len(parts))
         for off, src in parts:
             self._submit(_WriteOp(req, off, src))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ctypes
 from types import SimpleNamespace
 
-from reservoir.agent.buffers import BufferPool, aligned_buffer
-from reservoir.agent.target.server import KEPT_BUFFERS_MAX, TargetServer
+from reservoir.agent.buffers import ARENA_MIN, BufferPool, aligned_buffer
+from reservoir.agent.target.server import ARENA_CHUNK, KEPT_BUFFERS_MAX, TargetServer
 
 
 def _address(buf: memoryview) -> int:
@@ -73,3 +73,34 @@ def test_the_target_keeps_at_most_kept_buffers_max_for_reuse() -> None:
     fake = SimpleNamespace(sessions=sessions, buffers=BufferPool(), queue_depth=128)
     TargetServer._bound_buffers(fake)  # type: ignore[arg-type]
     assert fake.buffers.limit == KEPT_BUFFERS_MAX
+
+
+def _arena_pool(chunks: int = 2) -> tuple[BufferPool, memoryview]:
+    arena = aligned_buffer(chunks * ARENA_CHUNK)
+    pool = BufferPool()
+    pool.use_arena(arena, ARENA_CHUNK)
+    return pool, arena
+
+
+def test_buffers_of_a_data_segment_are_chunks_of_the_arena_until_it_runs_out() -> None:
+    pool, arena = _arena_pool(2)
+    base = _address(arena)
+    first, second = pool.take(ARENA_CHUNK), pool.take(256 << 10)
+    assert {_address(first) - base, _address(second) - base} == {0, ARENA_CHUNK}
+    assert pool.arena_lent == ARENA_CHUNK + (256 << 10)
+    third = pool.take(ARENA_CHUNK)  # every chunk out: a plain buffer
+    assert third.obj is not arena.obj and pool.misses == 1
+    small = pool.take(ARENA_MIN - 512)  # too small to be worth a chunk
+    assert small.obj is not arena.obj
+
+
+def test_a_chunk_comes_back_by_its_address_once_and_whole() -> None:
+    pool, arena = _arena_pool(1)
+    chunk = pool.take(ARENA_CHUNK)
+    pool.give(chunk[: ARENA_CHUNK // 2])  # a part: kept out
+    assert pool.arena_lent == ARENA_CHUNK
+    pool.give(memoryview(chunk))  # a view of it, as a task holds it: back
+    pool.give(chunk)  # twice: nothing more
+    assert pool.arena_lent == 0
+    again = pool.take(ARENA_CHUNK)
+    assert _address(again) == _address(arena) and pool.misses == 0

@@ -140,6 +140,55 @@ def test_ring_write_in_place_refuses_memory_not_aligned_as_asked(
     ring.close()
 
 
+def test_ring_writes_from_its_registered_arena_without_a_slot_buffer(
+    data_file: tuple[int, bytes],
+) -> None:
+    fd, _ = data_file
+    ring: _uring.Ring[str] = _uring.Ring(4, 4096, MiB)
+    assert ring.fixed and ring.arena_fixed
+    arena = memoryview(ring)
+    assert len(arena) == MiB and not arena.readonly
+    part = arena[8192 : 8192 + 65536]  # longer than a slot buffer: no copy into one
+    part[:] = b"arena!!!" * 8192
+    assert ring.registered(part) and not ring.registered(bytearray(16))
+    assert ring.write_registered(fd, 4096, part, "w")
+    assert wait_all(ring, 1) == [("w", 65536, None)]
+    assert os.pread(fd, 65536, 4096) == b"arena!!!" * 8192
+    assert not ring.write_registered(fd, 0, bytearray(4096), "not")  # not in the arena
+    assert ring.inflight == 0
+    ring.close()
+    del part, arena
+
+
+def test_a_ring_without_an_arena_exports_none_and_refuses_odd_sizes() -> None:
+    ring: _uring.Ring[str] = _uring.Ring(4, 4096)
+    with pytest.raises(BufferError, match="no arena"):
+        memoryview(ring)
+    assert not ring.arena_fixed and not ring.registered(bytearray(4096))
+    ring.close()
+    with pytest.raises(ValueError, match="arena must be a multiple of 4096"):
+        _uring.Ring(4, 4096, 1000)
+
+
+def test_an_engine_writes_a_volume_from_its_arena(tmp_path: Path) -> None:
+    async def main() -> bytes:
+        engine = UringEngine(8, arena=4 * MiB)
+        arena = engine.arena()
+        assert arena is not None
+        arena[:MiB] = random.Random(3).randbytes(MiB)
+        path = tmp_path / "v.img"
+        path.write_bytes(bytes(2 * MiB))
+        volume = await open_volume(path, engine=engine, direct=False)
+        try:
+            await volume.write(MiB, arena[:MiB])
+        finally:
+            volume.close()
+            engine.close()
+        return path.read_bytes()[MiB:]
+
+    assert asyncio.run(main()) == random.Random(3).randbytes(MiB)
+
+
 def test_ring_errors_are_completions(data_file: tuple[int, bytes]) -> None:
     fd, _ = data_file
     ring: _uring.Ring[str] = _uring.Ring(4, 4096)
