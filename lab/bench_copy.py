@@ -36,6 +36,7 @@ from pathlib import Path
 
 import xxhash
 
+from reservoir.common import sizes
 from reservoir.lab.peers import (
     LOCALHOST,
     PeerError,
@@ -50,20 +51,15 @@ BLOCK = 64 << 20
 STAMP_EVERY = 1 << 20
 READ_CHUNK = 8 << 20
 _SUMMARY_RATE = re.compile(r"^copied \d+ bytes in ([\d.]+) s \(([\d.]+) MB/s\)", re.MULTILINE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str) -> int:
-    """``4G``, ``512M``, ``1048576``: binary units."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = t[-1:] if t[-1:] in _UNITS else ""
+    """``4G``, ``512M``, ``1048576``: binary units (:mod:`reservoir.common.sizes`), a
+    positive multiple of 512 bytes."""
     try:
-        value = float(t[: len(t) - len(unit)]) * _UNITS[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4G, 512M)") from None
-    if value <= 0 or value % 512:
-        raise argparse.ArgumentTypeError(f"{text!r}: a positive multiple of 512 bytes")
-    return int(value)
+        return sizes.parse_size(text, multiple=512)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass

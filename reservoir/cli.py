@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from reservoir import __version__
 from reservoir.common.errors import ReservoirError
-from reservoir.common.logs import setup_logging
+from reservoir.common.logs import FORMATS, setup_logging
 
 COMMANDS = {
     "agent": "reservoir.agent.agent_cli",
@@ -33,7 +33,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Wide-area block transfer over parallel iSCSI/TCP streams.",
     )
     parser.add_argument("--version", action="version", version=f"reservoir {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log detail")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0,
+        help="more log detail: -v Reservoir's debug messages, -vv every library's too",
+    )  # fmt: skip
+    parser.add_argument(
+        "-q", "--quiet", action="count", default=0,
+        help="less: -q warnings and errors only, -qq errors only",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-format", choices=FORMATS, default="text",
+        help="text (default) or json: one object a line (time, level, logger, message)",
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         if only is None or name == only:
@@ -52,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(words))
     args = parser.parse_args(words)
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, args.quiet, args.log_format)
     try:
         rc: int = args.func(args)
     except KeyboardInterrupt:

@@ -41,6 +41,7 @@ from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
 from reservoir.agent.transfer._progress import ProgressPrinter
 from reservoir.agent.transfer._summary import format_summary
 from reservoir.common.logs import setup_logging
+from reservoir.common.sizes import parse_size, size_arg
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -58,14 +59,21 @@ def register(sub: Sub) -> None:
     p.add_argument(
         "--streams", type=int, default=4, help="parallel streams per destination (default 4)"
     )
-    p.add_argument("--extent-size", type=int, default=DEFAULT_EXTENT_SIZE, metavar="BYTES")
+    p.add_argument(
+        "--extent-size",
+        type=size_arg,
+        default=DEFAULT_EXTENT_SIZE,
+        metavar="SIZE",
+        help=f"bytes a stream carries at a time: 8MiB, 512K, 4096 (default "
+        f"{DEFAULT_EXTENT_SIZE >> 20}MiB)",
+    )
     p.add_argument(
         "--stripe-unit",
-        type=int,
+        type=size_arg,
         default=DEFAULT_EXTENT_SIZE,
-        metavar="BYTES",
+        metavar="SIZE",
         help="with several destinations: bytes of the source per destination in turn "
-        f"(default {DEFAULT_EXTENT_SIZE >> 20} MiB)",
+        f"(default {DEFAULT_EXTENT_SIZE >> 20}MiB)",
     )
     _add_lifecycle(p)
     _add_login(p)
@@ -97,7 +105,9 @@ def _add_lifecycle(p: argparse.ArgumentParser) -> None:
         "by the digests of what its writes received where the target kept them)",
     )
     p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
-    p.add_argument("--range", metavar="OFFSET:LENGTH", help="copy only this byte range")
+    p.add_argument(
+        "--range", metavar="OFFSET:LENGTH", help="copy only this byte range (sizes: 1GiB:512M)"
+    )
     p.add_argument(
         "--telemetry",
         type=Path,
@@ -202,12 +212,13 @@ def paced(max_rate: int | None, streams: int) -> StreamCaps | None:
 
 
 def parse_range(text: str) -> tuple[int, int]:
+    """``OFFSET:LENGTH``, each a size (:mod:`reservoir.common.sizes`; the offset may be 0)."""
     offset, sep, length = text.partition(":")
     try:
         if sep:
-            return int(offset, 0), int(length, 0)
-    except ValueError:
-        pass
+            return parse_size(offset, minimum=0), parse_size(length)
+    except ValueError as exc:
+        raise CopyError(f"--range {text!r}: {exc}") from None
     raise CopyError(f"--range {text!r} is not OFFSET:LENGTH")
 
 
