@@ -7,7 +7,8 @@ import logging
 from pathlib import Path
 
 from reservoir.agent.control.copies import CopyFn, CopyManager
-from reservoir.agent.control.core.config import AgentSettings
+from reservoir.agent.control.core.config import AgentSettings, AgentSettingsError
+from reservoir.agent.control.heartbeat import Heartbeat
 from reservoir.agent.control.iperf import IperfManager
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.control.volumes import Volumes
@@ -44,8 +45,10 @@ class Agent:
             volumes=self.volumes,
         )
         self.iperf = IperfManager(lambda: self.manager.pacer)
+        self.heartbeat: Heartbeat | None = None
 
     async def start(self) -> None:
+        heartbeat = self._heartbeat()  # a bad token file stops the start before anything
         self._open_caps()
         self._open_pacer()
         self.manager.pool = self._session_pool()
@@ -59,8 +62,14 @@ class Agent:
                 await server.stop(grace=0)
                 raise
             self.target = server
+        if heartbeat is not None:
+            heartbeat.start()
+            self.heartbeat = heartbeat
 
     async def stop(self) -> None:
+        if self.heartbeat is not None:
+            await self.heartbeat.close()
+            self.heartbeat = None
         await self.iperf.close()
         await self.manager.close()
         if self.manager.pool is not None:  # after the copies gave their sessions back
@@ -75,6 +84,23 @@ class Agent:
         if self.manager.pacer is not None:
             self.manager.pacer.close()
             self.manager.pacer = None
+
+    def _heartbeat(self) -> Heartbeat | None:
+        """Heartbeats to the coordinator, when one is configured, with the token read
+        from ``coordinator_token_file``."""
+        s = self.settings
+        if s.coordinator is None or s.coordinator_token_file is None:
+            return None
+        try:
+            token = s.coordinator_token_file.read_text().strip()
+        except OSError as exc:
+            raise AgentSettingsError(
+                f"coordinator_token_file {s.coordinator_token_file}: {exc.strerror}"
+            ) from None
+        if not token:
+            raise AgentSettingsError(f"coordinator_token_file {s.coordinator_token_file} is empty")
+        log.info("heartbeats to %s every %g s", s.coordinator, s.heartbeat_interval)
+        return Heartbeat(s.coordinator, token, s.heartbeat_interval)
 
     def _open_caps(self) -> None:
         """The cwnd cap mechanism, opened before any copy makes a connection (the BPF

@@ -90,7 +90,8 @@ def _credentials_text(name: str, credentials: AgentCredentials) -> str:
         f'tokens = ["{credentials.control_digest(name)}"]\n'
         "# and its heartbeat token, which it presents to this coordinator: alone in a file\n"
         "# only the agent reads (chmod 600), named in the same table as\n"
-        '# coordinator_token_file = "FILE"\n'
+        '# coordinator_token_file = "FILE", with coordinator = "URL of this coordinator"\n'
+        "# for the agent to send its heartbeats\n"
         f"{credentials.heartbeat_token(name)}\n"
     )
 

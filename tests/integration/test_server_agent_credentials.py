@@ -53,7 +53,7 @@ class Printed:
         return digests[0]
 
 
-def write_config(tmp: Path, *, scheduler: str = "agents") -> Path:
+def write_config(tmp: Path, *, scheduler: str = "agents", extra: str = "") -> Path:
     """The coordinator's file: its database in a folder it creates (state/)."""
     path = tmp / "server.toml"
     path.write_text(
@@ -62,7 +62,7 @@ def write_config(tmp: Path, *, scheduler: str = "agents") -> Path:
         f'listen = "127.0.0.1:{free_port()}"\n'
         f'user_tokens = ["{USER}"]\n'
         f'scheduler = "{scheduler}"\n'
-        "scheduler_interval = 0.2\n"
+        "scheduler_interval = 0.2\n" + extra
     )
     return path
 
@@ -183,7 +183,13 @@ def test_registering_an_agent_with_an_api_token_is_refused(tmp_path: Path) -> No
 
 
 def write_agent_config(
-    tmp: Path, name: str, printed: Printed, target: Path | None, sources: tuple[Path, ...] = ()
+    tmp: Path,
+    name: str,
+    printed: Printed,
+    target: Path | None,
+    sources: tuple[Path, ...] = (),
+    *,
+    extra: tuple[str, ...] = (),
 ) -> Path:
     """The agent's file as the operator writes it from ``agent-credentials``, with the
     files ``sources`` as its source volumes."""
@@ -200,6 +206,7 @@ def write_agent_config(
         f'coordinator_token_file = "{token_file}"',
         'state_dir = "state"',
         'cwnd_caps = "pacing-rate"',  # the agent runs in the test process: no cgroup move
+        *extra,
     ]
     if target is not None:
         lines.append(f'target_config = "{target}"')
@@ -291,3 +298,47 @@ def test_agents_configured_with_the_printed_credentials_run_the_coordinators_cop
             assert c.get("/copies").status_code == 401
     assert lun.read_bytes() == source.read_bytes()
     assert all(leg["summary"]["verified"] for leg in done["legs"])
+
+
+def _status(url: str, agent_id: str) -> Json:
+    with client(url) as c:
+        return ok(c.get(f"/agents/{agent_id}"))
+
+
+def _until_status(url: str, agent_id: str, wanted: str, timeout: float = 10.0) -> Json:
+    deadline = time.monotonic() + timeout
+    while (shown := _status(url, agent_id))["status"] != wanted:
+        assert time.monotonic() < deadline, f"agent still {shown['status']}, not {wanted}"
+        time.sleep(0.1)
+    return shown
+
+
+def test_an_agent_sends_heartbeats_and_is_shown_unreachable_when_they_stop(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, extra="agent_unreachable_after = 2.0\n")
+    printed = agent_credentials(config, "a")
+    with coordinator(config) as url:
+        with client(url) as c:
+            registered = register_unreached(c, "a")
+        assert registered["status"] == "registered" and registered["last_heartbeat_at"] is None
+        base = url.removesuffix("/api/v1")
+        extra = (f'coordinator = "{base}"', "heartbeat_interval = 1.0")
+        with agent(write_agent_config(tmp_path, "a", printed, None, extra=extra)):
+            alive = _until_status(url, registered["id"], "ok")
+        assert alive["last_heartbeat_at"] is not None and alive["version"]
+        gone = _until_status(url, registered["id"], "unreachable")  # stopped: 2 s later
+        assert gone["last_heartbeat_at"] >= alive["last_heartbeat_at"]  # ISO 8601, UTC
+
+
+def test_a_heartbeat_without_an_id_takes_only_an_agents_own_token(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    printed = agent_credentials(config, "a")
+    with coordinator(config) as url:
+        with client(url) as c:
+            register_unreached(c, "a")
+            assert c.post("/agents/heartbeat", json={}).status_code == 403  # a user's token
+        with client(url, printed.heartbeat_token) as c:
+            assert ok(c.post("/agents/heartbeat", json={"version": "9.9"}))["name"] == "a"
+        with client(url, "forged-heartbeat-token-0123456789") as c:
+            assert c.post("/agents/heartbeat", json={}).status_code == 401

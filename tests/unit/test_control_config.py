@@ -159,3 +159,17 @@ def test_warm_sessions_default_on_and_take_a_whole_number_of_seconds(tmp_path: P
     assert (off.warm_sessions, off.warm_idle_timeout) == (0, 60.0)
     with pytest.raises(AgentSettingsError, match=r"agent\.warm_idle_timeout"):
         load_settings(write(tmp_path, base + "warm_idle_timeout = 0\n"))
+
+
+def test_heartbeats_need_the_coordinator_url_and_the_token_file(tmp_path: Path) -> None:
+    head = f'[agent]\nname = "a"\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
+    url = 'coordinator = "https://coord.example:8470"\n'
+    with pytest.raises(AgentSettingsError, match="coordinator needs coordinator_token_file"):
+        load_settings(write(tmp_path, head + url))
+    settings = load_settings(write(tmp_path, head + url + 'coordinator_token_file = "hb"\n'))
+    assert settings.coordinator_token_file == tmp_path / "hb"
+    assert settings.heartbeat_interval == 15.0
+    with pytest.raises(AgentSettingsError, match="coordinator"):
+        load_settings(write(tmp_path, head + 'coordinator = "coord:8470"\n'))  # no scheme
+    with pytest.raises(AgentSettingsError, match="heartbeat_interval"):
+        load_settings(write(tmp_path, head + "heartbeat_interval = 0.1\n"))

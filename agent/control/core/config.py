@@ -6,7 +6,9 @@
     name = "agent-a"
     listen = "127.0.0.1:8740"
     tokens = ["sha256:<64 hex digits>"]             # required; or plain tokens; never logged
-    coordinator_token_file = "coordinator.token"    # optional: this agent's heartbeat token
+    coordinator = "https://coordinator:8470"        # optional: send heartbeats there
+    coordinator_token_file = "coordinator.token"    # its heartbeat token (with coordinator)
+    heartbeat_interval = 15.0                       # s between heartbeats
     state_dir = "/var/lib/reservoir/agent"
     target_config = "target.toml"                   # optional builtin iSCSI target
     source_volumes = ["/dev/vdb", "images/a.img"]   # files or block devices besides the LUNs
@@ -31,7 +33,9 @@ A token may be given as its digest ``sha256:<64 lowercase hex digits>`` (what
 ``reservoir server agent-credentials NAME`` prints for the coordinator's token): the
 agent keeps only digests in memory, plain tokens hashed at load
 (:mod:`reservoir.common.tokens`). ``coordinator_token_file`` names the file holding the
-agent's heartbeat token towards the coordinator (printed by the same command).
+agent's heartbeat token towards the coordinator (printed by the same command); with
+``coordinator`` (its base URL) the agent sends a heartbeat every ``heartbeat_interval``
+seconds, and the coordinator shows it unreachable when they stop.
 Without TLS the tokens cross the network in clear: ``serve`` warns when the API
 listens on another address than loopback without ``tls_cert``/``tls_key``.
 """
@@ -85,6 +89,9 @@ class AgentSettings(BaseModel):
     tokens: list[SecretStr] = Field(min_length=1)  # their digests once loaded
     # The agent's heartbeat token towards the coordinator, alone in this file (chmod 600).
     coordinator_token_file: Path | None = Field(default=None, strict=False)
+    # The coordinator's base URL (http or https): heartbeats go there when it is set.
+    coordinator: str | None = Field(default=None, pattern=r"^https?://[^/\s]+(/\S*)?$")
+    heartbeat_interval: float = Field(default=15.0, ge=1.0, le=3600.0)
     state_dir: Path = Field(strict=False)
     target_config: Path | None = Field(default=None, strict=False)
     # Files or block devices copies may read and write besides the target's LUNs.
@@ -118,6 +125,15 @@ class AgentSettings(BaseModel):
     def _tls_pair(self) -> AgentSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
+        return self
+
+    @model_validator(mode="after")
+    def _heartbeat_token(self) -> AgentSettings:
+        if self.coordinator is not None and self.coordinator_token_file is None:
+            raise ValueError(
+                "coordinator needs coordinator_token_file (the agent's heartbeat token: "
+                "reservoir server agent-credentials NAME prints it)"
+            )
         return self
 
     @field_validator("listen")

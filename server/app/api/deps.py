@@ -38,6 +38,7 @@ __all__ = [
     "NOT_FOUND",
     "AgentAuth",
     "CredentialsDep",
+    "HeartbeatSender",
     "Role",
     "SchedulerDep",
     "SessionDep",
@@ -190,8 +191,21 @@ def require_agent(
     )
 
 
+def heartbeat_sender(
+    settings: SettingsDep, session: SessionDep, credentials: CredentialsDep, token: TokenDep
+) -> str:
+    """The name of the registered agent whose heartbeat token this is."""
+    if token_rule.matches(token, settings.user_digests):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "heartbeats need an agent's token")
+    owner = _heartbeat_owner(session, credentials, token)
+    if owner is None:
+        raise _unauthorized(BAD_TOKEN)
+    return owner
+
+
 UserAuth = Depends(require_user)
 AgentAuth = Depends(require_agent)
+HeartbeatSender = Annotated[str, Depends(heartbeat_sender)]
 
 
 def _error(description: str) -> dict[str, Any]:

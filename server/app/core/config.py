@@ -147,6 +147,13 @@ class _ServerFields(BaseModel):
         le=1 << 34,
         description="largest body of POST /api/v1/campaigns/results (a run's results.json)",
     )
+    agent_unreachable_after: float = Field(
+        default=60.0,
+        gt=0,
+        le=86400,
+        description="seconds without a heartbeat after which an agent that sent one is "
+        "shown unreachable (agents send one every 15 s by default)",
+    )
     campaign_command: list[str] = Field(
         default_factory=default_campaign_command,
         min_length=1,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -31,13 +32,36 @@ from reservoir.server.app.tables import (
     utcnow,
 )
 
-__all__ = ["confirm_volumes", "create", "delete", "get", "heartbeat", "list_all", "public"]
+__all__ = [
+    "UNREACHABLE",
+    "confirm_volumes",
+    "create",
+    "delete",
+    "get",
+    "heartbeat",
+    "heartbeat_of",
+    "list_all",
+    "public",
+    "status",
+]
 
 DEVICE_ID = re.compile(r"^naa\.[0-9a-f]{32}$")
 Json = dict[str, object]
 
 
-def public(agent: Agent) -> AgentPublic:
+UNREACHABLE = "unreachable"
+
+
+def status(agent: Agent, unreachable_after: float, now: datetime | None = None) -> str:
+    """What the agent last said of itself (``registered`` until its first heartbeat),
+    or ``unreachable`` once its last heartbeat is older than ``unreachable_after`` s."""
+    last = agent.last_heartbeat_at
+    if last is not None and ((now or utcnow()) - last).total_seconds() > unreachable_after:
+        return UNREACHABLE
+    return agent.status
+
+
+def public(agent: Agent, unreachable_after: float = float("inf")) -> AgentPublic:
     return AgentPublic.model_validate(
         {
             "id": agent.id,
@@ -60,7 +84,7 @@ def public(agent: Agent) -> AgentPublic:
                 for v in agent.volumes
             ],
             "capabilities": agent.capabilities,
-            "status": agent.status,
+            "status": status(agent, unreachable_after),
             "version": agent.version,
             "registered_at": agent.registered_at,
             "last_heartbeat_at": agent.last_heartbeat_at,
@@ -171,7 +195,18 @@ def create(session: Session, body: AgentCreate, device_ids: Sequence[str] = ()) 
 
 
 def heartbeat(session: Session, agent_id: str, body: HeartbeatCreate) -> Agent:
-    agent = get(session, agent_id)
+    return _beat(session, get(session, agent_id), body)
+
+
+def heartbeat_of(session: Session, name: str, body: HeartbeatCreate) -> Agent:
+    """The heartbeat of the agent named ``name`` (whose token the request carried)."""
+    agent = session.scalars(select(Agent).where(Agent.name == name)).one_or_none()
+    if agent is None:
+        raise NotFoundError("agent", name)
+    return _beat(session, agent, body)
+
+
+def _beat(session: Session, agent: Agent, body: HeartbeatCreate) -> Agent:
     agent.last_heartbeat_at = utcnow()
     agent.status = body.status
     agent.version = body.version

@@ -8,7 +8,15 @@ from fastapi import APIRouter, Depends, Path, Request, status
 from fastapi.concurrency import run_in_threadpool
 
 from reservoir.server.app.agent_client import VolumeLister
-from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, AgentAuth, SessionDep, UserAuth
+from reservoir.server.app.api.deps import (
+    AUTH_RESPONSES,
+    NOT_FOUND,
+    AgentAuth,
+    HeartbeatSender,
+    SessionDep,
+    SettingsDep,
+    UserAuth,
+)
 from reservoir.server.app.models import AgentCreate, AgentPublic, HeartbeatCreate
 from reservoir.server.app.services import agents
 
@@ -52,14 +60,30 @@ async def register_agent(
     return agents.public(agent)
 
 
-@router.get("", dependencies=[UserAuth], summary="List the agents")
-def list_agents(session: SessionDep) -> list[AgentPublic]:
-    return [agents.public(a) for a in agents.list_all(session)]
+@router.get(
+    "",
+    dependencies=[UserAuth],
+    summary="List the agents (status: what each last said, registered before its first "
+    "heartbeat, unreachable once its last heartbeat is older than agent_unreachable_after)",
+)
+def list_agents(session: SessionDep, settings: SettingsDep) -> list[AgentPublic]:
+    after = settings.agent_unreachable_after
+    return [agents.public(a, after) for a in agents.list_all(session)]
 
 
 @router.get("/{agent_id}", responses=NOT_FOUND, dependencies=[UserAuth], summary="One agent")
-def get_agent(agent_id: AgentId, session: SessionDep) -> AgentPublic:
-    return agents.public(agents.get(session, agent_id))
+def get_agent(agent_id: AgentId, session: SessionDep, settings: SettingsDep) -> AgentPublic:
+    return agents.public(agents.get(session, agent_id), settings.agent_unreachable_after)
+
+
+@router.post(
+    "/heartbeat",
+    summary="An agent says it is alive; which one, its heartbeat token says (what "
+    "`reservoir agent serve` sends with `coordinator` set)",
+    responses=NOT_FOUND,
+)
+def heartbeat(sender: HeartbeatSender, body: HeartbeatCreate, session: SessionDep) -> AgentPublic:
+    return agents.public(agents.heartbeat_of(session, sender, body))
 
 
 @router.post(
