@@ -538,6 +538,9 @@ class TransferPublic(TransferBase):
     legs: list[LegPublic]
     created_at: datetime
     updated_at: datetime
+    idempotency_key: str | None = Field(
+        default=None, description="the Idempotency-Key header it was created with"
+    )
 
 
 class TransferEventPublic(BaseModel):

@@ -225,6 +225,9 @@ class Transfer(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     # what the transfer took from its links' probes (``probe.apply_recommendation``)
     recommendation_applied: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # the Idempotency-Key it was created with, and the SHA-256 of that request's body
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True, default=None)
+    request_digest: Mapped[str | None] = mapped_column(String(64), default=None)
 
     paths: Mapped[list[TransferPath]] = relationship(
         cascade="all, delete-orphan", order_by="TransferPath.position"

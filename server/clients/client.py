@@ -13,6 +13,8 @@ and appears in no message.
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ __all__ = [
 
 API_PREFIX = "/api/v1"  # main.API_PREFIX, not imported: that pulls in FastAPI and SQLAlchemy
 DEFAULT_TIMEOUT = 10.0
+RETRY_DELAY_S = 0.5  # before the second try of a request that is safe to send again
 ACTIONS = ("pause", "resume", "cancel")
 
 M = TypeVar("M", bound=BaseModel)
@@ -180,9 +183,25 @@ class CoordinatorClient:
     def transfer(self, transfer_id: str) -> TransferPublic:
         return self._request("GET", f"/transfers/{_quote(transfer_id)}", TransferPublic)
 
-    def create_transfer(self, body: TransferCreate) -> TransferPublic:
+    def create_transfer(
+        self, body: TransferCreate, idempotency_key: str | None = None, attempts: int = 3
+    ) -> TransferPublic:
+        """The transfer ``body`` asks for. The request carries an Idempotency-Key (a new
+        UUID unless given), so it is sent again, up to ``attempts`` times, when the
+        coordinator could not be reached or did not answer: a request that did arrive
+        returns the transfer it made instead of asking for a second one."""
         payload = body.model_dump(mode="json")
-        return self._request("POST", "/transfers", TransferPublic, json=payload)
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+        for attempt in range(attempts):
+            try:
+                return self._request(
+                    "POST", "/transfers", TransferPublic, json=payload, headers=headers
+                )
+            except UnreachableError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(RETRY_DELAY_S * 2**attempt)
+        raise AssertionError("unreachable: the loop returns or raises")
 
     def act(self, transfer_id: str, action: str) -> TransferPublic:
         """``pause``, ``resume`` or ``cancel``: the transfer in its new state."""

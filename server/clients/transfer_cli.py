@@ -150,6 +150,12 @@ def _register_start(actions: Sub, common: argparse.ArgumentParser) -> None:
         "--equalizer", action=argparse.BooleanOptionalAction, help="default: equalizer on"
     )
     _verify_options(s)
+    s.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="names this request: sent again with the same key (by a script, or by this "
+        "command after a lost answer), it returns the transfer it made (default: a new UUID)",
+    )
     s.add_argument("--watch", action="store_true", help="then watch it until it ends")
     _interval_option(s)
 
@@ -527,7 +533,7 @@ def _start(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
     dest = resolve(sets, args.dest, "volume set")
     links = client.links() if args.paths else []
     paths = [resolve(links, ref, "link") for ref in args.paths]
-    t = client.create_transfer(_transfer_body(args, source, dest, paths))
+    t = client.create_transfer(_transfer_body(args, source, dest, paths), args.idempotency_key)
     if args.json:
         _dump(out, t.model_dump(mode="json"))
     else:

@@ -399,3 +399,30 @@ def test_a_transfers_nic_pacing_rates_are_json_by_agent_and_nic(api: Api) -> Non
     ]
     assert all(r["updated_at"] for r in rates)
     assert api.get("/transfers/ghost/pacing").status_code == 404
+
+
+def test_a_repeated_idempotency_key_returns_the_first_transfer(api: Api) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1")
+    src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
+    body = {"source": src["id"], "destination": dst["id"]}
+    key = {"Idempotency-Key": "0b6f7c1e-retry-me"}
+    first = ok(api.post("/transfers", json=body, headers=key))
+    assert first["idempotency_key"] == "0b6f7c1e-retry-me"
+    again = ok(api.post("/transfers", json=body, headers=key), 200)  # not a second one
+    assert again["id"] == first["id"]
+    assert len(ok(api.get("/transfers"), 200)) == 1
+    other = api.post("/transfers", json={**body, "streams_per_pair": 2}, headers=key)
+    assert other.status_code == 409
+    assert "was used for another request (transfer " + first["id"] in other.json()["detail"]
+    # without a key, the same request is a new one: refused, its destination is held
+    assert api.post("/transfers", json=body).status_code == 409
+
+
+@pytest.mark.parametrize("key", ["", "with space", "x" * 256, "tab\there"])
+def test_a_malformed_idempotency_key_is_422(api: Api, key: str) -> None:
+    a1, b1 = agent(api, "a1"), agent(api, "b1")
+    src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
+    body = {"source": src["id"], "destination": dst["id"]}
+    r = api.post("/transfers", json=body, headers={"Idempotency-Key": key})
+    assert r.status_code == 422, r.text
+    assert len(ok(api.get("/transfers"), 200)) == 0

@@ -494,3 +494,39 @@ def test_main_start_with_an_unknown_set_exits_1(monkeypatch: pytest.MonkeyPatch)
     assert err == (
         "reservoir transfer start: no volume set named 'x' (or with that id) on the coordinator\n"
     )
+
+
+def test_a_lost_answer_sends_the_request_again_with_the_same_idempotency_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_mod, "RETRY_DELAY_S", 0.0)
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(200, json=transfer_json("queued"))
+
+    body = TransferCreate(source="set-a", destination="set-b")
+    with mock_client(handler) as c:
+        assert c.create_transfer(body).id == TID
+    keys = [r.headers["idempotency-key"] for r in seen]
+    assert len(keys) == 2 and keys[0] == keys[1] and len(keys[0]) == 36  # one UUID
+
+
+def test_the_idempotency_key_given_is_the_one_sent_and_three_failures_are_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_mod, "RETRY_DELAY_S", 0.0)
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["idempotency-key"])
+        raise httpx.ConnectError("refused", request=request)
+
+    body = TransferCreate(source="set-a", destination="set-b")
+    args = parse("start", "--from", "src", "--to", "dst", "--idempotency-key", "nightly-42")
+    with mock_client(handler) as c, pytest.raises(UnreachableError, match="cannot reach"):
+        c.create_transfer(body, args.idempotency_key)
+    assert seen == ["nightly-42"] * 3

@@ -66,10 +66,10 @@ async function failure(r) {
 /**
  * A JSON call to /api/v1 + path.
  * @param {string} path
- * @param {{method?: string, body?: any, signal?: AbortSignal}} [options]
+ * @param {{method?: string, body?: any, signal?: AbortSignal, more?: Record<string, string>}} [options]
  */
-export async function api(path, { method = 'GET', body, signal } = {}) {
-  const extra = body === undefined ? {} : { 'Content-Type': 'application/json' };
+export async function api(path, { method = 'GET', body, signal, more = {} } = {}) {
+  const extra = body === undefined ? { ...more } : { 'Content-Type': 'application/json', ...more };
   const r = await fetch(API + path, {
     method,
     headers: headers(extra),
@@ -180,4 +180,10 @@ export async function acceptsToken(value) {
   if (r.status === 401 || r.status === 403) return false;
   if (!r.ok) throw await failure(r);
   return true;
+}
+
+/** A fresh Idempotency-Key: 128 random bits in hex (crypto.randomUUID needs a secure context). */
+export function newKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }

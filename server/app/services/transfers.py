@@ -8,6 +8,8 @@ cannot both take one destination.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Sequence
 
@@ -86,6 +88,7 @@ def public(transfer: Transfer) -> TransferPublic:
             "recommendation_applied": transfer.recommendation_applied,
             "created_at": transfer.created_at,
             "updated_at": transfer.updated_at,
+            "idempotency_key": transfer.idempotency_key,
         }
     )
 
@@ -170,12 +173,39 @@ def _legs(
     return legs
 
 
-def create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Transfer:
+def create(
+    session: Session, body: TransferCreate, scheduler: Scheduler, key: str | None = None
+) -> tuple[Transfer, bool]:
+    """The transfer ``body`` asks for, and whether it was made now: a request with the
+    ``key`` (Idempotency-Key) of an earlier one gets that transfer back, made or not,
+    if it asks the same; 409 if it asks something else."""
+    digest = _request_digest(body) if key is not None else None
     with _CREATING:
-        return _create(session, body, scheduler)
+        if key is not None:
+            first = session.scalars(select(Transfer).where(Transfer.idempotency_key == key)).first()
+            if first is not None:
+                if first.request_digest != digest:
+                    raise ConflictError(
+                        f"Idempotency-Key {key!r} was used for another request (transfer "
+                        f"{first.id}): a key names one request"
+                    )
+                return first, False
+        return _create(session, body, scheduler, key, digest), True
 
 
-def _create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Transfer:
+def _request_digest(body: TransferCreate) -> str:
+    """SHA-256 of the request as the coordinator read it (defaults filled in)."""
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _create(
+    session: Session,
+    body: TransferCreate,
+    scheduler: Scheduler,
+    key: str | None = None,
+    digest: str | None = None,
+) -> Transfer:
     src = _volume_set(session, "source", body.source)
     dst = _volume_set(session, "destination", body.destination)
     links = _links(session, body.paths)
@@ -203,6 +233,8 @@ def _create(session: Session, body: TransferCreate, scheduler: Scheduler) -> Tra
         paths=[TransferPath(position=i, link_id=link.id) for i, link in enumerate(links)],
         legs=legs,
         recommendation_applied=applied,
+        idempotency_key=key,
+        request_digest=digest,
     )
     session.add(transfer)
     session.flush()

@@ -2,7 +2,7 @@
 // form that starts one. The form leaves validation to the API: a 422 answer's
 // field-level messages (detail = [{loc, msg, type}]) are shown next to their fields.
 
-import { api, ApiError, Unauthorized } from '../api.js';
+import { api, ApiError, newKey, Unauthorized } from '../api.js';
 import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 
@@ -142,13 +142,17 @@ function transferForm(sets, links, agents, created) {
     field('verification', 'Verification', h('select', { id: 'f-verification', name: 'verification' }, VERIFICATIONS.map(([v, text]) => h('option', { value: v }, text))), 'the whole destination is hashed from storage at the end either way; receipt also checks each extent as it is written'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'start-transfer' }, 'Start transfer'), errors.get('_form'), result),
   );
+  // One key per transfer asked for: a second click, or a resend, gets the same transfer back.
+  let key = newKey();
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     for (const el of errors.values()) el.textContent = '';
     form.querySelectorAll('.invalid').forEach((el) => el.classList.remove('invalid'));
     result.textContent = 'Sending…';
     try {
-      const t = await api('/transfers', { method: 'POST', body: formBody(/** @type {HTMLFormElement} */ (form)) });
+      const body = formBody(/** @type {HTMLFormElement} */ (form));
+      const t = await api('/transfers', { method: 'POST', body, more: { 'Idempotency-Key': key } });
+      key = newKey(); // the next submission asks for another transfer
       result.replaceChildren('Transfer ', h('a', { href: `#/transfers/${encodeURIComponent(t.id)}`, class: 'mono', dataset: { created: t.id } }, fmt.shortId(t.id)), ` ${t.state}.`);
       created();
     } catch (e) {

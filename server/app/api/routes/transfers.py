@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Header, Path, Response, status
 
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
@@ -29,15 +29,39 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 }
 
 
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\x21-\x7e]+$",
+        description="any printable ASCII without spaces, e.g. a UUID: the same key again "
+        "returns the transfer the first request made (200), if it asks the same; 409 if not",
+    ),
+]
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
     summary="Queue a transfer from one volume set to another; its legs are computed",
+    responses={
+        200: {"description": "an earlier request with this Idempotency-Key made it"},
+        409: {"description": "the destination is held, or the key named another request"},
+    },
 )
 def create_transfer(
-    body: TransferCreate, session: SessionDep, scheduler: SchedulerDep
+    body: TransferCreate,
+    session: SessionDep,
+    scheduler: SchedulerDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> TransferPublic:
-    return transfers.public(transfers.create(session, body, scheduler))
+    transfer, made = transfers.create(session, body, scheduler, idempotency_key)
+    if not made:
+        response.status_code = status.HTTP_200_OK
+    return transfers.public(transfer)
 
 
 @router.get("", summary="List the transfers")
