@@ -13,6 +13,7 @@ from reservoir.agent.control.api.deps import require_token, token_problem
 from reservoir.agent.control.api.routes import copies, health, info, iperf, volumes
 from reservoir.agent.control.errors import install_handlers
 from reservoir.common.http_boundary import BodyLimit, protect
+from reservoir.common.openapi import operation_id
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -37,6 +38,7 @@ def create_app(agent: Agent) -> FastAPI:
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url=None,
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.agent = agent
     settings = agent.settings

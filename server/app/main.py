@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir import __version__
 from reservoir.common.http_boundary import BodyLimit, protect
+from reservoir.common.openapi import operation_id
 from reservoir.server.app import db, web
 from reservoir.server.app.agent_client import TIMEOUT as AGENT_TIMEOUT
 from reservoir.server.app.agent_client import HttpAgentClient, OneShotVolumeLister, VolumeLister
@@ -204,6 +205,7 @@ def create_app(
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url=f"{API_PREFIX}/docs",
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.credentials = credentials

@@ -172,6 +172,17 @@ def test_wrong_token_is_401_and_health_is_open(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_openapi_names_each_operation_after_its_route_once(tmp_path: Path) -> None:
+    async def main() -> list[str]:
+        async with api(tmp_path, instant_copy) as c:
+            spec = (await c.get("/openapi.json")).json()
+        return [op["operationId"] for path in spec["paths"].values() for op in path.values()]
+
+    ids = asyncio.run(main())
+    assert len(ids) == len(set(ids)) and "create_copy" in ids
+    assert all(i.isidentifier() and "api_v1" not in i for i in ids)
+
+
 def test_a_token_configured_as_its_sha256_digest_is_accepted_and_others_refused(
     tmp_path: Path,
 ) -> None:

@@ -246,6 +246,15 @@ def test_openapi_documents_every_route_with_a_summary(api: Api) -> None:
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
 
 
+def test_openapi_names_each_operation_after_its_route_once(api: Api) -> None:
+    spec = ok(api.get("/openapi.json"), 200)
+    ids = [op["operationId"] for path in spec["paths"].values() for op in path.values()]
+    assert len(ids) == len(set(ids))
+    assert spec["paths"]["/api/v1/transfers"]["post"]["operationId"] == "create_transfer"
+    assert spec["paths"]["/api/v1/transfers"]["get"]["operationId"] == "list_transfers"
+    assert all(i.isidentifier() and "api_v1" not in i for i in ids)
+
+
 def test_openapi_offers_the_verification_modes_on_transfers(api: Api) -> None:
     schemas = ok(api.get("/openapi.json"), 200)["components"]["schemas"]
     for name in ("TransferCreate", "TransferPublic"):

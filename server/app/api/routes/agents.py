@@ -82,7 +82,9 @@ def get_agent(agent_id: AgentId, session: SessionDep, settings: SettingsDep) -> 
     "`reservoir agent serve` sends with `coordinator` set)",
     responses=NOT_FOUND,
 )
-def heartbeat(sender: HeartbeatSender, body: HeartbeatCreate, session: SessionDep) -> AgentPublic:
+def send_heartbeat(
+    sender: HeartbeatSender, body: HeartbeatCreate, session: SessionDep
+) -> AgentPublic:
     return agents.public(agents.heartbeat_of(session, sender, body))
 
 

@@ -54,7 +54,7 @@ WatcherDep = Annotated[CampaignWatcher, Depends(get_watcher)]
 
 
 @router.get("/available", summary="The shipped campaigns a run can be started from")
-def list_available() -> list[CampaignAvailable]:
+def list_campaigns() -> list[CampaignAvailable]:
     return campaigns.available()
 
 
@@ -67,7 +67,7 @@ def list_available() -> list[CampaignAvailable]:
         422: {"description": "no such campaign, or its file is not valid (one entry a line)"},
     },
 )
-def start_run(
+def start_campaign_run(
     body: CampaignRunCreate,
     request: Request,
     session: SessionDep,
@@ -82,7 +82,7 @@ def start_run(
 
 
 @router.get("", summary="The campaign runs, newest first (without their results)")
-def list_runs(session: SessionDep) -> list[CampaignRunPublic]:
+def list_campaign_runs(session: SessionDep) -> list[CampaignRunPublic]:
     return [campaigns.public(row) for row in campaigns.list_all(session)]
 
 
@@ -96,7 +96,7 @@ def list_runs(session: SessionDep) -> list[CampaignRunPublic]:
         422: {"description": "the results do not validate; loc names the bad field"},
     },
 )
-def import_results(
+def import_campaign_results(
     session: SessionDep,
     body: Annotated[Any, Body(description="results.json of a campaign run")],
     quick: Annotated[bool, Query(description="the run was of the quick subset")] = False,
@@ -105,7 +105,7 @@ def import_results(
 
 
 @router.get("/{run_id}", responses=NOT_FOUND, summary="One run: its progress and summary rows")
-def get_run(run_id: RunId, session: SessionDep) -> CampaignRunDetail:
+def get_campaign_run(run_id: RunId, session: SessionDep) -> CampaignRunDetail:
     return campaigns.detail(campaigns.get(session, run_id))
 
 
@@ -114,7 +114,7 @@ def get_run(run_id: RunId, session: SessionDep) -> CampaignRunDetail:
     responses=NOT_FOUND | {200: {"model": CampaignRun, "description": "the results.json"}},
     summary="The run's results (its results.json; the runs so far while it runs)",
 )
-def get_results(run_id: RunId, session: SessionDep) -> JSONResponse:
+def get_campaign_results(run_id: RunId, session: SessionDep) -> JSONResponse:
     return JSONResponse(campaigns.results(session, run_id))
 
 
@@ -124,7 +124,7 @@ def get_results(run_id: RunId, session: SessionDep) -> JSONResponse:
     responses=NOT_FOUND,
     summary="The run's HTML report (one page, plots inline)",
 )
-def get_report(run_id: RunId, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
+def get_campaign_report(run_id: RunId, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
     page = campaigns.report_html(session, run_id, settings)
     return HTMLResponse(page, headers={"Content-Security-Policy": REPORT_CSP})
 
@@ -135,5 +135,7 @@ def get_report(run_id: RunId, session: SessionDep, settings: SettingsDep) -> HTM
     responses=NOT_FOUND | {409: {"description": "the run has ended"}},
     summary="Stop a running campaign (SIGTERM: the runner cleans up, then ends cancelled)",
 )
-def cancel_run(run_id: RunId, session: SessionDep, watcher: WatcherDep) -> CampaignRunPublic:
+def cancel_campaign_run(
+    run_id: RunId, session: SessionDep, watcher: WatcherDep
+) -> CampaignRunPublic:
     return campaigns.public(campaigns.cancel(session, run_id, watcher))
