@@ -3,11 +3,14 @@ decision) is a row with its time and a human-readable detail."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.orm import Session
 
+from reservoir.server.app.models import TransferState
 from reservoir.server.app.tables import Transfer, TransferEvent, utcnow
 
-__all__ = ["record"]
+__all__ = ["record", "stamp"]
 
 
 def record(
@@ -19,10 +22,14 @@ def record(
     from_state: str | None = None,
     to_state: str | None = None,
 ) -> TransferEvent:
-    """Adds an event to ``transfer`` (committed with the caller's session)."""
+    """Adds an event to ``transfer`` (committed with the caller's session); a change of
+    state also stamps the transfer's times (:func:`stamp`)."""
+    now = utcnow()
+    if kind == "state" and to_state is not None:
+        stamp(transfer, str(to_state), now)
     event = TransferEvent(
         transfer_id=transfer.id,
-        at=utcnow(),
+        at=now,
         kind=kind,
         from_state=from_state,
         to_state=to_state,
@@ -30,3 +37,13 @@ def record(
     )
     session.add(event)
     return event
+
+
+def stamp(transfer: Transfer, state: str, now: datetime) -> None:
+    """The times a transfer entering ``state`` keeps: when it first ran, when it last
+    began running and its done bytes then (its rate is taken since), when it completed."""
+    if state == TransferState.RUNNING.value:
+        transfer.started_at = transfer.started_at or now
+        transfer.running_since, transfer.running_since_bytes = now, transfer.done_bytes or 0
+    elif state == TransferState.COMPLETED.value:
+        transfer.completed_at = now

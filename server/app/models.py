@@ -541,6 +541,16 @@ class TransferPublic(TransferBase):
     idempotency_key: str | None = Field(
         default=None, description="the Idempotency-Key header it was created with"
     )
+    started_at: datetime | None = Field(default=None, description="when it first ran")
+    completed_at: datetime | None = Field(default=None, description="when it completed")
+    rate_bps: float | None = Field(
+        default=None,
+        description="bit/s of data since it last began running (paused time not counted); "
+        "null unless running for a second with data moved",
+    )
+    eta_seconds: float | None = Field(
+        default=None, description="seconds left at rate_bps (null when rate_bps is)"
+    )
 
 
 class TransferEventPublic(BaseModel):

@@ -225,6 +225,12 @@ class Transfer(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     # what the transfer took from its links' probes (``probe.apply_recommendation``)
     recommendation_applied: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # when it first ran and when it completed; when it last began running (created,
+    # resumed) and its done_bytes then: the rate since is what the API reports
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    completed_at: Mapped[datetime | None] = mapped_column(default=None)
+    running_since: Mapped[datetime | None] = mapped_column(default=None)
+    running_since_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # the Idempotency-Key it was created with, and the SHA-256 of that request's body
     idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True, default=None)
     request_digest: Mapped[str | None] = mapped_column(String(64), default=None)

@@ -10,8 +10,9 @@ refuses or cannot be reached, or ``watch`` saw the transfer fail or be cancelled
 a one-line message (and ``field.path: message`` lines for a 422), 2 for usage errors.
 
 Progress is what the API reports (``done_bytes`` of the transfer and its legs; a
-completed leg or transfer counts whole). The API gives no rate or ETA: ``watch``
-computes the rate from its successive samples, elsewhere they are shown as ``-``.
+completed leg or transfer counts whole). ``list`` shows the API's rate and ETA (since
+the transfer last began running; ``-`` when not running); ``watch`` computes the rate
+from its own successive samples.
 """
 
 from __future__ import annotations
@@ -256,7 +257,15 @@ def format_list(transfers: Sequence[TransferPublic]) -> list[str]:
     if not transfers:
         return ["no transfers"]
     rows = [
-        [t.id, t.state.value, percent(t), DASH, DASH, verify_mode(t), human_time(t.created_at)]
+        [
+            t.id,
+            t.state.value,
+            percent(t),
+            human_rate(None if t.rate_bps is None else t.rate_bps / 8),
+            human_eta(t.eta_seconds),
+            verify_mode(t),
+            human_time(t.created_at),
+        ]
         for t in transfers
     ]
     headers = ["ID", "STATE", "PROGRESS", "RATE", "ETA", "VERIFY", "CREATED (UTC)"]

@@ -241,6 +241,8 @@ def test_a_transfer_of_two_legs_copies_every_member_byte_for_byte(site: Site) ->
         done = wait(c, t["id"], completed)
     site.assert_copied()
     assert done["done_bytes"] == done["total_bytes"] == 2 * MEMBER
+    assert done["created_at"] <= done["started_at"] <= done["completed_at"]  # ISO 8601, UTC
+    assert done["rate_bps"] is None and done["eta_seconds"] is None  # not running
     assert done["verification"] == "receipt"
     assert all(leg["summary"]["verified"] for leg in done["legs"])
     assert len({leg["copy_id"] for leg in done["legs"]}) == 2

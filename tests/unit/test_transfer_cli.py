@@ -530,3 +530,13 @@ def test_the_idempotency_key_given_is_the_one_sent_and_three_failures_are_said(
     with mock_client(handler) as c, pytest.raises(UnreachableError, match="cannot reach"):
         c.create_transfer(body, args.idempotency_key)
     assert seen == ["nightly-42"] * 3
+
+
+def test_the_list_shows_the_apis_rate_and_eta_of_a_running_transfer() -> None:
+    running = TransferPublic.model_validate(
+        {**transfer_json("running"), "rate_bps": 800e6, "eta_seconds": 95.0}
+    )
+    queued = transfer("queued")
+    lines = tc.format_list([running, queued])
+    assert "100.0 MB/s" in lines[1] and "1m35s" in lines[1]
+    assert lines[2].split()[3:5] == ["-", "-"]

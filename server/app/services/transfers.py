@@ -12,6 +12,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -89,8 +90,30 @@ def public(transfer: Transfer) -> TransferPublic:
             "created_at": transfer.created_at,
             "updated_at": transfer.updated_at,
             "idempotency_key": transfer.idempotency_key,
+            "started_at": transfer.started_at,
+            "completed_at": transfer.completed_at,
+            **pace(transfer),
         }
     )
+
+
+RATE_AFTER_S = 1.0  # a rate taken over less time says little
+
+
+def pace(transfer: Transfer, now: datetime | None = None) -> dict[str, float | None]:
+    """``rate_bps``, the data rate since the transfer last began running (created or
+    resumed: paused time does not count), and ``eta_seconds`` at that rate; None unless
+    it is running and has moved data for a second at least."""
+    since = transfer.running_since
+    moved = (transfer.done_bytes or 0) - transfer.running_since_bytes
+    if transfer.state != TransferState.RUNNING.value or since is None or moved <= 0:
+        return {"rate_bps": None, "eta_seconds": None}
+    elapsed = ((now or utcnow()) - since).total_seconds()
+    if elapsed < RATE_AFTER_S:
+        return {"rate_bps": None, "eta_seconds": None}
+    rate = moved * 8 / elapsed
+    left = max(transfer.total_bytes - (transfer.done_bytes or 0), 0)
+    return {"rate_bps": rate, "eta_seconds": left * 8 / rate}
 
 
 def event_public(event: TransferEvent) -> TransferEventPublic:

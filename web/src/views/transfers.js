@@ -72,8 +72,10 @@ function renderList(transfers, meters, setNames) {
   const rows = newest.map((t) => {
     let meter = meters.get(t.id);
     if (!meter) meters.set(t.id, (meter = new fmt.RateMeter()));
-    const bps = t.state === 'running' ? meter.update(t.done_bytes) : null;
-    const eta = t.state === 'running' ? meter.eta(t.done_bytes, t.total_bytes) : null;
+    // the rate between two refreshes; until there are two, the coordinator's (since the
+    // transfer last began running)
+    const bps = t.state === 'running' ? meter.update(t.done_bytes) ?? t.rate_bps : null;
+    const eta = t.state === 'running' ? meter.eta(t.done_bytes, t.total_bytes) ?? t.eta_seconds : null;
     return h(
       'tr',
       { dataset: { transferId: t.id, state: t.state, done: t.done_bytes, total: t.total_bytes } },
