@@ -81,16 +81,16 @@ def test_streams_live_and_metrics_of_a_running_transfer(site: Site) -> None:
             got = scrape(c)
             series = {
                 (s.labels["copy"], s.labels["stream"])
-                for s in got.get("reservoir_stream_throughput_bits_per_second", [])
+                for s in got.get("reservoir_stream_throughput_bytes_per_second", [])
                 if s.labels["transfer"] == tid
             }
             time.sleep(0.2)
         assert seen == want, samples
         assert series == want
-        assert {s.labels["transfer"] for s in got["reservoir_transfer_done_bytes"]} == {tid}
+        assert {s.labels["transfer"] for s in got["reservoir_transfer_copied_bytes"]} == {tid}
         assert {s.labels["transfer"] for s in got["reservoir_stream_cwnd_bytes"]} == {tid}
         assert {s.labels["transfer"] for s in got["reservoir_stream_rtt_seconds"]} == {tid}
-        assert got["reservoir_transfer_rate_bits_per_second"][0].value >= 0
+        assert got["reservoir_transfer_throughput_bytes_per_second"][0].value >= 0
         newest = samples[-1]["time"]
         assert all(
             s["time"] > newest

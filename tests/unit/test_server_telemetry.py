@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from reservoir.server.app.tables import (
     Transfer,
     TransferLeg,
     VolumeSet,
+    utcnow,
 )
 from reservoir.server.domain import telemetry
 from reservoir.server.domain.telemetry import Cursor, LiveCursor, TelemetryCollector, parse_records
@@ -371,17 +373,27 @@ def test_metrics_have_transfer_stream_cap_and_nic_series(sessions: sessionmaker[
         session.commit()
         got = scrape(session)
     one = {(s.name, s.labels.get("stream")): s for fam in got.values() for s in fam}
-    assert one[("reservoir_transfer_done_bytes", None)].value == 1 << 19
-    assert one[("reservoir_transfer_total_bytes", None)].value == 1 << 20
-    assert one[("reservoir_transfer_rate_bits_per_second", None)].value == 6e6
-    assert one[("reservoir_stream_throughput_bits_per_second", "1")].value == 4e6
+    assert one[("reservoir_transfer_copied_bytes_total", None)].value == 1 << 19
+    assert one[("reservoir_transfer_size_bytes", None)].value == 1 << 20
+    assert one[("reservoir_transfer_throughput_bytes_per_second", None)].value == 6e6 / 8
+    assert one[("reservoir_stream_throughput_bytes_per_second", "1")].value == 4e6 / 8
     assert one[("reservoir_stream_rtt_seconds", "1")].value == 0.25
     assert one[("reservoir_stream_cwnd_bytes", "0")].value == 14480
     assert one[("reservoir_stream_cwnd_cap_segments", "0")].value == 10
     nic = got["reservoir_nic_pacing_rate_bytes_per_second"][0]
     assert nic.labels == {"transfer": tid, "agent": "a", "nic": "lo"} and nic.value == 1e6
-    state = got["reservoir_transfer_state"][0]
-    assert state.labels["state"] == "running" and state.value == 1
+    states = {s.labels["state"]: s.value for s in got["reservoir_transfer_state"]}
+    assert states["running"] == 1 and sum(states.values()) == 1 and len(states) == 6
+    assert (
+        got["reservoir_build_info"][0].labels["version"]
+        and got["reservoir_build_info"][0].value == 1
+    )
+    counts = {s.labels["state"]: s.value for s in got["reservoir_transfers"]}
+    assert counts["running"] == 1 and sum(counts.values()) == 1
+    kinds = {
+        f.name: f.type for f in text_string_to_metric_families(metrics.render(session).decode())
+    }
+    assert kinds["reservoir_transfer_copied_bytes"] == "counter"
 
 
 def test_final_transfers_keep_only_their_transfer_series(sessions: sessionmaker[Session]) -> None:
@@ -389,5 +401,20 @@ def test_final_transfers_keep_only_their_transfer_series(sessions: sessionmaker[
         tid = make_transfer(session, state="completed", copy_state="completed")
         store(session, tid, [rec(1.0, "0")])
         got = scrape(session)
-    assert got["reservoir_transfer_rate_bits_per_second"][0].value == 0
-    assert got["reservoir_stream_throughput_bits_per_second"] == []
+    assert got["reservoir_transfer_throughput_bytes_per_second"][0].value == 0
+    assert got["reservoir_stream_throughput_bytes_per_second"] == []
+
+
+def test_a_transfer_final_for_an_hour_leaves_only_the_counts(
+    sessions: sessionmaker[Session],
+) -> None:
+    with sessions() as session:
+        tid = make_transfer(session, state="completed", copy_state="completed")
+        transfer = session.get(Transfer, tid)
+        assert transfer is not None
+        transfer.updated_at = utcnow() - timedelta(seconds=metrics.RECENT_SECONDS + 1)
+        session.commit()
+        got = scrape(session)
+    assert got["reservoir_transfer_size_bytes"] == []  # no series of its own any more
+    counts = {s.labels["state"]: s.value for s in got["reservoir_transfers"]}
+    assert counts["completed"] == 1

@@ -27,7 +27,7 @@ router = APIRouter(tags=["metrics"], responses=AUTH_RESPONSES, dependencies=[Use
             "content": {
                 "text/plain": {
                     "schema": {"type": "string"},
-                    "example": 'reservoir_transfer_done_bytes{transfer="..."} 1.6777216e+07\n',
+                    "example": 'reservoir_transfer_copied_bytes_total{transfer="..."} 1.6777216e+07\n',
                 }
             },
         }
