@@ -27,7 +27,9 @@ router = APIRouter(tags=["metrics"], responses=AUTH_RESPONSES, dependencies=[Use
             "content": {
                 "text/plain": {
                     "schema": {"type": "string"},
-                    "example": 'reservoir_transfer_copied_bytes_total{transfer="..."} 1.6777216e+07\n',
+                    "example": (
+                        'reservoir_transfer_copied_bytes_total{transfer="..."} 1.6777216e+07\n'
+                    ),
                 }
             },
         }
