@@ -8,6 +8,7 @@ stops ``reservoir agent tune`` with its message (exit 2).
      +-- ProfileError       a profile that cannot be used, every problem named (_profile.py)
      +-- HostRefusedError   one setting the kernel or host refused (_host.py)
      +-- StateError         the state file of original values cannot be read or written
+     +-- PersistError       the sysctl.d file cannot be written or is not ours (_persist.py)
 """
 
 from __future__ import annotations

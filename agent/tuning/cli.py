@@ -16,7 +16,8 @@ from typing import TextIO
 
 from ._apply import apply_profile, format_table, revert
 from ._host import SYSCTL_ROOT, Host
-from ._profile import PROFILE_DIR, ProfileError, load_profile
+from ._persist import FILE_NAME, SYSCTL_D, PersistError, other_netns, persist, unpersist
+from ._profile import PROFILE_DIR, Profile, ProfileError, load_profile
 from ._state import STATE_DIR, StateError
 
 EXIT_BAD_PROFILE = 2
@@ -41,6 +42,18 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="IF",
         help="tune this interface with the profile's [nic] settings (repeatable; "
         "replaces the profile's nic.interfaces)",
+    )
+    parser.add_argument(
+        "--persist",
+        action="store_true",
+        help=f"with --profile: keep its sysctl values across reboots ({SYSCTL_D}/"
+        f"{FILE_NAME}; --revert removes it)",
+    )
+    parser.add_argument(
+        "--sysctl-dir",
+        type=Path,
+        default=SYSCTL_D,
+        help=f"where --persist writes (default {SYSCTL_D})",
     )
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -84,8 +97,31 @@ def run_tune(args: argparse.Namespace, host: Host | None = None, out: TextIO | N
     finally:
         if own:
             host.close()
+    try:
+        kept = _keep(args, profile, own_netns=not other_netns(host.netns))
+    except PersistError as e:
+        print(f"reservoir agent tune: {e}", file=sys.stderr)
+        return EXIT_STATE
     if args.json:
-        out.write(json.dumps(report.to_dict(), indent=1) + "\n")
+        out.write(json.dumps({**report.to_dict(), "persisted": kept}, indent=1) + "\n")
     else:
         out.write(format_table(report))
+        if kept:
+            out.write(f"{kept}\n")
     return report.exit_code
+
+
+def _keep(args: argparse.Namespace, profile: Profile | None, *, own_netns: bool) -> str | None:
+    """``--persist`` (with a profile) or ``--revert``: what was done to the sysctl.d file."""
+    if args.dry_run:
+        return None
+    if profile is None:
+        removed = unpersist(args.sysctl_dir)
+        return f"removed {removed}" if removed else None
+    if not args.persist:
+        return None
+    path = persist(profile, args.sysctl_dir, own_netns=own_netns)
+    return (
+        f"kept across reboots: {path} (the sysctl values; NIC settings belong to the "
+        "interface's configuration)"
+    )

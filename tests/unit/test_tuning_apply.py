@@ -34,6 +34,8 @@ from reservoir.agent.tuning import (
     revert,
     state_path,
 )
+from reservoir.agent.tuning import cli as tuning_cli
+from reservoir.agent.tuning._persist import other_netns
 from reservoir.agent.tuning.cli import add_tune_arguments, run_tune
 from reservoir.cli import build_parser
 
@@ -437,3 +439,75 @@ def test_reservoir_agent_tune_is_registered() -> None:
     assert os.fspath(build_parser().parse_args(["agent", "tune", "--revert"]).state_dir) == (
         "/run/reservoir-tuning"
     )
+
+
+@pytest.fixture
+def own_netns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake host's namespace taken for the host's own (persisting is allowed)."""
+    monkeypatch.setattr(tuning_cli, "other_netns", lambda inode: False)
+
+
+def test_a_namespace_is_the_hosts_own_by_pid_1s_or_else_by_not_being_named(
+    tmp_path: Path,
+) -> None:
+    mine = os.stat("/proc/self/ns/net").st_ino
+    init = tmp_path / "init-ns"
+    init.touch()
+    assert other_netns(mine, init)  # PID 1's readable and different
+    assert not other_netns(init.stat().st_ino, init)
+    named = tmp_path / "netns"
+    named.mkdir()
+    (named / "lab").touch()
+    missing = tmp_path / "unreadable"
+    assert other_netns((named / "lab").stat().st_ino, missing, named)  # ip netns named it
+    assert not other_netns(mine, missing, named)
+
+
+@pytest.mark.usefixtures("own_netns")
+def test_persist_keeps_the_sysctl_values_in_sysctl_d_and_revert_removes_them(
+    host: Host, state_dir: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "lfn.toml"
+    path.write_text(
+        '[sysctl]\n"net.ipv4.tcp_rmem" = [4096, 131072, 134217728]\n'
+        '"net.ipv4.tcp_no_such_knob" = { value = 1, optional = true }\n'
+    )
+    d = tmp_path / "sysctl.d"
+    common = ("--state-dir", str(state_dir), "--sysctl-dir", str(d))
+    out = io.StringIO()
+    run_tune(tune_args("--profile", str(path), "--persist", *common), host, out)
+    kept = d / "60-reservoir.conf"
+    assert f"kept across reboots: {kept}" in out.getvalue()
+    lines = kept.read_text().splitlines()
+    assert lines[0].startswith("# written by reservoir agent tune --persist")
+    assert "net.ipv4.tcp_rmem = 4096 131072 134217728" in lines
+    assert "-net.ipv4.tcp_no_such_knob = 1" in lines  # optional: ignored where missing
+    assert kept.stat().st_mode & 0o777 == 0o644
+    out = io.StringIO()
+    assert run_tune(tune_args("--revert", *common), host, out) == 0
+    assert f"removed {kept}" in out.getvalue() and not kept.exists()
+
+
+def test_persist_is_refused_inside_another_namespace_and_over_a_file_not_ours(
+    host: Host,
+    state_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tuning_cli, "other_netns", lambda inode: True)
+    path = tmp_path / "lfn.toml"
+    path.write_text('[sysctl]\n"net.ipv4.tcp_rmem" = [4096, 131072, 134217728]\n')
+    d = tmp_path / "sysctl.d"
+    args = tune_args(
+        "--profile", str(path), "--persist", "--state-dir", str(state_dir), "--sysctl-dir", str(d)
+    )
+    assert run_tune(args, host, io.StringIO()) == 1
+    assert "host's own network namespace" in capsys.readouterr().err
+    assert not (d / "60-reservoir.conf").exists()
+    d.mkdir()
+    (d / "60-reservoir.conf").write_text("vm.swappiness = 1\n")
+    monkeypatch.setattr(tuning_cli, "other_netns", lambda inode: False)
+    assert run_tune(args, host, io.StringIO()) == 1
+    assert "not written by Reservoir: left as it is" in capsys.readouterr().err
+    assert (d / "60-reservoir.conf").read_text() == "vm.swappiness = 1\n"
