@@ -8,13 +8,13 @@ sent on schedule: a coordinator that is down or restarting costs the agent nothi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
 import httpx
 
 from reservoir import __version__
+from reservoir.agent.aio import cancel_and_wait
 
 __all__ = ["HEARTBEAT_PATH", "Heartbeat"]
 
@@ -49,9 +49,7 @@ class Heartbeat:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _run(self) -> None:

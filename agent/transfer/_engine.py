@@ -124,6 +124,12 @@ class CopyOptions:
     stream_caps: StreamCaps | None = None  # cwnd caps and pacing rates set from outside
     pool: SessionPool[Session] | None = None  # warm sessions (the agent's; see _endpoints)
 
+    @property
+    def by_receipts(self) -> bool:
+        """Whether each extent is checked as it is written, by the destination's
+        receipts (``receipt`` verification); storage is checked once, at the end."""
+        return self.verify and self.verification == "receipt"
+
 
 def _connector(options: CopyOptions) -> Connector | None:
     """TCP (None: the initiator's default), MPTCP, either with its congestion control."""
@@ -347,9 +353,9 @@ async def _copy_from(
         checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
         key = hold_key(source, dests, options.checkpoint)
         remote = [d for d in dsts if isinstance(d, RemoteSide)]
-        receipts = options.verify and options.verification == "receipt"
         await asyncio.gather(  # receipts asked for beside the hold: no round trip more
-            *(d.take_hold(key) for d in remote), *(d.arm_receipts() for d in remote if receipts)
+            *(d.take_hold(key) for d in remote),
+            *(d.arm_receipts() for d in remote if options.by_receipts),
         )
         run = Run(
             plan,
@@ -516,7 +522,7 @@ class Run:
             self._check_complete()
             self._phase(
                 "every extent written and checked by its receipts"
-                if self.options.verify and self.options.verification == "receipt"
+                if self.options.by_receipts
                 else "every extent written"
             )
             await self._verify_end()
@@ -637,15 +643,14 @@ class Run:
                 source = self._counted(source, label)
             else:
                 dest = self._counted(dest, label)
-        receipts = self.options.verification == "receipt"
         settings = Settings(
             self.options.piece_size,
             self.options.depth,
             # each extent checked as it is written by its receipts only: its storage
             # is hashed once, by the check at the end (_verify_end)
-            self.options.verify and receipts,
+            self.options.by_receipts,
             self.options.verify_retries,
-            receipts=receipts,
+            receipts=self.options.by_receipts,
         )
         inner = dest.inner if isinstance(dest, CountingChannel) else dest
         tcp_info = inner.session.tcp_info if isinstance(inner, RemoteChannel) else None
