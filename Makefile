@@ -2,7 +2,7 @@
 .PHONY: install test check demo conformance bench bench-full bench-copy bench-lfn bench-start bench-coordinator bench-equalizer fmt clean
 
 STAMP := .venv/.installed
-SOURCES_FOR_INSTALL := pyproject.toml setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
+SOURCES_FOR_INSTALL := pyproject.toml constraints.txt setup.py scripts/install.sh $(wildcard agent/storage/*.c) \
 	$(wildcard lab/delayline/*.c) $(wildcard kmod-pacing/pacing/bpf/*.c) \
 	web/package-lock.json web/build.mjs $(wildcard web/src/* web/src/views/*)
 

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from reservoir import __version__
 from reservoir.common.errors import ReservoirError
@@ -20,10 +21,16 @@ COMMANDS = {
     "server": "reservoir.server.clients.cli",
     "transfer": "reservoir.server.clients.transfer_cli",
     "link": "reservoir.server.clients.link_cli",
+    "system": "reservoir.system.cli",
 }
 """Each sub-command and the module whose ``register(sub)`` adds it. Only the module
 of the command being run is imported: the coordinator's modules alone take about a
 second to import, which a copy or a target should not wait for."""
+
+EXTRAS = {"server": "coordinator"}
+"""The commands whose modules need an optional dependency group (``pip install
+'reservoir[coordinator]'``): an installation without it (a storage node's) lists
+them as unavailable and refuses to run them, in one line."""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -48,8 +55,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         if only is None or name == only:
-            importlib.import_module(module).register(sub)
+            _register(parser, sub, name, module, alone=only is not None)
     return parser
+
+
+def _register(
+    parser: argparse.ArgumentParser, sub: Any, name: str, module: str, *, alone: bool
+) -> None:
+    """Adds command ``name``; where its optional dependencies are not installed, an
+    entry saying so (or, when it is the command being run, exit 1 with that line)."""
+    try:
+        importlib.import_module(module).register(sub)
+    except ModuleNotFoundError as exc:
+        if name not in EXTRAS or (exc.name or "reservoir").startswith("reservoir"):
+            raise
+        hint = f"pip install 'reservoir[{EXTRAS[name]}]'"
+        if alone:
+            parser.exit(1, f"reservoir {name}: not installed here: {exc.name} missing ({hint})\n")
+        sub.add_parser(name, help=f"(not installed here: {hint})")
 
 
 def _command(argv: Sequence[str]) -> str | None:

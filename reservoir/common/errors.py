@@ -12,6 +12,7 @@ bugs, never caught as user errors.
      +-- BuildError            reservoir.common.build_cache: a native build failed
      +-- SettingsFileError     reservoir.common.settings_file: a settings file's problems
      +-- ShippedError          reservoir.shipped: a shipped file is missing
+     +-- UnitFileError         reservoir.system: systemd unit files (install-units)
      +-- IscsiError            reservoir.agent.iscsi.errors: the wire protocol
      +-- CheckConditionError   reservoir.agent.scsi: a command ends with sense data
      +-- StorageError          reservoir.agent.storage: volumes and engines (an OSError)

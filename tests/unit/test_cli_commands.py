@@ -46,3 +46,33 @@ def test_an_unknown_command_is_refused_with_the_list_of_commands(
     assert (
         "invalid choice: 'bogus' (choose from 'agent', 'target', 'copy'" in capsys.readouterr().err
     )
+
+
+def _without_pydantic_settings(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run where pydantic-settings (of the coordinator extra) cannot be
+    imported, as on a storage node."""
+    probe = "import sys\nsys.modules['pydantic_settings'] = None\n" + code
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_without_the_coordinator_extra_the_command_list_says_so() -> None:
+    proc = _without_pydantic_settings(
+        "from reservoir.cli import main\nsys.argv = ['reservoir']\nmain(['--help'])"
+    )
+    assert proc.returncode == 0, proc.stderr
+    listing = " ".join(proc.stdout.split())  # as argparse wrapped it
+    assert "server (not installed here: pip install 'reservoir[coordinator]')" in listing
+    assert "system this host's service manager" in listing
+
+
+def test_without_the_coordinator_extra_the_server_is_refused_in_one_line() -> None:
+    proc = _without_pydantic_settings(
+        "from reservoir.cli import main\nsys.exit(main(['-v', 'server', '--listen', 'x:1']))"
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "reservoir server: not installed here: pydantic_settings missing "
+        "(pip install 'reservoir[coordinator]')\n"
+    )
