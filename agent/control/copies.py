@@ -101,6 +101,7 @@ class UnknownCopyError(ControlError):
     """No copy has this id."""
 
     status_code = status.HTTP_404_NOT_FOUND
+    code = "not_found"
 
     def __init__(self, copy_id: str) -> None:
         super().__init__(f"no copy {copy_id!r}")
@@ -110,6 +111,7 @@ class CopyConflictError(ControlError):
     """The copy is not in a state that allows this; the message says why."""
 
     status_code = status.HTTP_409_CONFLICT
+    code = "conflict"
 
 
 @dataclass
@@ -128,6 +130,7 @@ class CopyJob:
     stream_caps: StreamCaps | None = None  # while it runs: what is applied to its streams
     task: asyncio.Task[None] | None = None
     intent: CopyState | None = None  # paused or cancelled, while the task winds down
+    telemetry_from: int | None = None  # where its telemetry file ended at its last start
 
     def dump(self) -> dict[str, Any]:
         request = self.request.model_dump(mode="json", exclude={"chap"})
@@ -413,6 +416,7 @@ class CopyManager:
 
     def _start(self, job: CopyJob) -> None:
         job.last_error = None
+        job.telemetry_from = _size(self.telemetry_path(job.id))  # this run's records follow
         self._save(job)
         job.task = asyncio.get_running_loop().create_task(
             self._run(job), name=f"reservoir-copy-{job.id}"
@@ -492,6 +496,14 @@ class CopyManager:
             job.task, job.intent, job.stream_caps = None, None, None
             if self.pacer is not None:
                 self.pacer.clear(job.id)
+
+
+def _size(path: Path) -> int:
+    """The size of a file; 0 if there is none."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def flows_per_nic(request: CopyCreate, nics: Collection[str]) -> dict[str, int]:

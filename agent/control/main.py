@@ -8,9 +8,11 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from reservoir import __version__
+from reservoir.agent.control import metrics
 from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.api.deps import require_token, token_problem
 from reservoir.agent.control.api.routes import copies, health, info, iperf, volumes
+from reservoir.agent.control.api.routes import metrics as metrics_route
 from reservoir.agent.control.errors import install_handlers
 from reservoir.common.http_boundary import BodyLimit, protect
 from reservoir.common.openapi import operation_id
@@ -41,6 +43,7 @@ def create_app(agent: Agent) -> FastAPI:
         generate_unique_id_function=operation_id,
     )
     app.state.agent = agent
+    app.state.metrics = metrics.registry(agent)  # read at each scrape of /metrics
     settings = agent.settings
     protect(  # bodies bounded, tokens checked before a body is read, NaN refused
         app,
@@ -53,4 +56,5 @@ def create_app(agent: Agent) -> FastAPI:
     for module in (health, info, volumes, copies, iperf):
         api.include_router(module.router)
     app.include_router(api)
+    app.include_router(metrics_route.router)  # /metrics, where Prometheus looks
     return app

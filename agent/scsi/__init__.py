@@ -5,6 +5,7 @@ The iSCSI target hands every SCSI Command PDU to :meth:`LunTable.execute` as a
 sense. Logical units run over a :class:`Backend` (reservoir.agent.storage).
 """
 
+from ._cdb import DATA_READS, DATA_WRITES
 from ._hash_range import ALG_RECEIPT, ALG_XXH3_128, HASH_RANGE_OPCODE, MAX_HASH_BYTES
 from ._lu import LogicalUnit
 from ._lun_table import LunTable
@@ -17,6 +18,8 @@ from ._types import Backend, Hasher, Nexus, ScsiCommand, ScsiResult, Status
 __all__ = [
     "ALG_RECEIPT",
     "ALG_XXH3_128",
+    "DATA_READS",
+    "DATA_WRITES",
     "HASH_RANGE_OPCODE",
     "MAX_HASH_BYTES",
     "Backend",

@@ -52,6 +52,14 @@ VERIFY_12: Final = 0xAF
 # Vendor specific (C0h-FFh): a digest of an LBA range (see _hash_range.py).
 HASH_RANGE: Final = 0xC1
 
+# The commands that move a LUN's blocks to or from the initiator (the target counts
+# their bytes): READ, and WRITE with WRITE AND VERIFY.
+DATA_READS: Final = frozenset({READ_6, READ_10, READ_12, READ_16})
+DATA_WRITES: Final = frozenset(
+    {WRITE_6, WRITE_10, WRITE_12, WRITE_16}
+    | {WRITE_AND_VERIFY_10, WRITE_AND_VERIFY_12, WRITE_AND_VERIFY_16}
+)
+
 # Service actions.
 SA_READ_CAPACITY_16: Final = 0x10
 SA_GET_LBA_STATUS: Final = 0x12

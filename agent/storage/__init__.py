@@ -12,21 +12,25 @@ forces the fallback.
 
 O_DIRECT writes through io_uring go from the caller's (page-aligned) buffer with no
 copy; ``Volume.hash_range`` reads a range back (O_DIRECT where the volume's I/O
-is) and hashes it in a worker thread, off the event loop.
+is) and hashes it in a worker thread, off the event loop.  ``Engine.counts`` adds up
+what its volumes' requests did (:class:`IoCounts`).
 """
 
 from ._base import Engine
-from ._engine import available_backends, open_engine
+from ._counts import IoCounts
+from ._engine import available_backends, open_engine, opened_default_engine
 from ._errors import StorageError
 from ._identity import volume_identity
 from ._volume import Volume, open_volume
 
 __all__ = [
     "Engine",
+    "IoCounts",
     "StorageError",
     "Volume",
     "available_backends",
     "open_engine",
     "open_volume",
+    "opened_default_engine",
     "volume_identity",
 ]

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, TypeVarTuple
 
 from . import _read_back
+from ._counts import IoCounts
 from ._read_back import Hasher
 
 T = TypeVar("T")
@@ -135,7 +136,8 @@ class Engine:
 
     The underscored methods are the interface Volume uses: each starts a request
     and returns an awaitable (a future) of its result; they raise OSError.  An
-    io_uring engine serves one event loop at a time.
+    io_uring engine serves one event loop at a time.  ``counts``: what its volumes'
+    requests did (:class:`IoCounts`, for the agent's metrics).
     """
 
     kind: str = ""
@@ -145,6 +147,7 @@ class Engine:
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self.depth = depth
+        self.counts = IoCounts()
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
         self._read_back: ThreadPoolExecutor | None = None

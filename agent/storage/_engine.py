@@ -103,6 +103,14 @@ def default_engine() -> Engine:
         return engine
 
 
+def opened_default_engine() -> Engine | None:
+    """The running loop's default engine if one is open (none is opened here)."""
+    loop = asyncio.get_running_loop()
+    with _defaults_lock:
+        engine = _defaults.get(loop)
+    return None if engine is None or engine.closed else engine
+
+
 def _close_stale() -> None:
     """Closes the default engines of loops that were closed."""
     for loop, engine in list(_defaults.items()):

@@ -93,6 +93,7 @@ class Volume:
         self.kind = opened.kind
         self.thin = opened.thin
         self._engine = engine
+        self._counts = engine.counts  # what this volume's requests did, added up
         self._h = Handle(opened.fd, opened.dfd, opened.align)
         self._nowait = hasattr(os, "RWF_NOWAIT")
         self._nowait_skip = 0  # reads left before the page cache is tried again
@@ -177,9 +178,17 @@ class Volume:
         if cached is not None:
             return cached
         try:
-            return await self._engine._read(self._h, offset, length)
+            data = await self._engine._read(self._h, offset, length)
         except OSError as exc:
             raise self._error("read", exc) from exc
+        self._count_read(length)
+        return data
+
+    def _count_read(self, length: int) -> None:
+        """One read of ``length`` bytes done, in the engine's counts."""
+        counts = self._counts
+        counts.reads += 1
+        counts.read_bytes += length
 
     def read_cached(self, offset: int, length: int) -> bytes | None:
         """The bytes at ``offset`` if the page cache holds them all, else None;
@@ -194,6 +203,8 @@ class Volume:
         cached = self._read_cached(offset, length)
         if cached is not None:
             self._nowait_backoff = 1
+            self._counts.cached_reads += 1
+            self._count_read(length)
             return cached
         self._nowait_skip = self._nowait_backoff
         self._nowait_backoff = min(2 * self._nowait_backoff, NOWAIT_BACKOFF_MAX)
@@ -243,11 +254,14 @@ class Volume:
             return
         got = self._readinto_cached(offset, view)
         if got == len(view):
+            self._counts.cached_reads += 1
+            self._count_read(got)
             return
         try:
             await _until_done(self._engine._readinto(self._h, offset + got, view[got:]))
         except OSError as exc:
             raise self._error("read", exc) from exc
+        self._count_read(len(view))
 
     async def hash_range(self, offset: int, length: int, hasher: Hasher) -> None:
         """Feeds ``length`` bytes at ``offset``, as stored (holes read as zeros), to
@@ -260,6 +274,7 @@ class Volume:
             await self._engine._hash_range(self._h, offset, length, hasher)
         except OSError as exc:
             raise self._error("read", exc) from exc
+        self._count_read(length)
 
     async def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Writes all of ``data`` at ``offset``; ``data`` must not change until this
@@ -272,6 +287,8 @@ class Volume:
             await _until_done(self._engine._write(self._h, offset, view))
         except OSError as exc:
             raise self._error("write", exc) from exc
+        self._counts.writes += 1
+        self._counts.written_bytes += len(view)
         if self.writeback and not self.direct:
             self._wrote(offset, len(view))
 
@@ -296,6 +313,7 @@ class Volume:
             await self._engine._fdatasync(self._h)
         except OSError as exc:
             raise self._error("flush", exc) from exc
+        self._counts.flushes += 1
 
     async def refresh_size(self) -> int:
         """Re-reads the size (after the file or device was resized) and returns it."""
@@ -323,6 +341,7 @@ class Volume:
             if exc.errno in _UNSUPPORTED:
                 raise storage_error(errno.EOPNOTSUPP, "discard", self.path) from exc
             raise self._error("discard", exc) from exc
+        self._counts.discards += 1
 
     async def write_zeroes(self, offset: int, length: int) -> None:
         """Zeroes a range: ZERO_RANGE / BLKZEROOUT, else by writing zeros."""
@@ -334,6 +353,7 @@ class Volume:
                 await self._write_zero_blocks(offset, length)
         except OSError as exc:
             raise self._error("write_zeroes", exc) from exc
+        self._counts.zeroings += 1
 
     async def _zero_range(self, offset: int, length: int) -> bool:
         """The efficient way to zero; False where the volume cannot do it."""

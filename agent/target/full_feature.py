@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reservoir.agent import scsi
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.target import discovery, eager, tmf
+from reservoir.agent.target.counts import READ, WRITE, kind_of
 from reservoir.agent.target.tasks import DataOutError, ScsiTask
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> N
         return
     if cmd.itt in conn.failed_itts:
         conn.failed_itts.remove(cmd.itt)
+    if session.counts is not None:
+        session.counts.commands[kind_of(cmd.cdb)] += 1
     lun = scsi.LunTable.decode_lun(cmd.lun)
     if cmd.read and not cmd.write and _read_at_once(conn, session, cmd, lun):
         return
@@ -128,6 +131,8 @@ def _read_at_once(conn: Connection, session: Session, cmd: P.ScsiCommand, lun: i
     if result is None or len(result.data_in) != expected or not session.take_next(cmd, cmd.cmdsn):
         return False
     conn.send_read_data(cmd.itt, cmd.lun, memoryview(result.data_in), 0, 0)
+    if session.counts is not None:
+        session.counts.read_bytes += expected
     return True
 
 
@@ -213,6 +218,9 @@ def _send_result(conn: Connection, task: ScsiTask, result: scsi.ScsiResult) -> N
     wanted = len(result.data_in)
     expected = cmd.expected_length if cmd.read else 0
     sent = min(wanted, expected)
+    counts = conn.session.counts if conn.session is not None else None
+    if counts is not None and kind_of(cmd.cdb) == READ:
+        counts.read_bytes += sent
     collapse = result.status == 0 and not result.sense
     if collapse and sent and sent == wanted == expected and _one_pdu(conn, sent):
         conn.send_read_data(cmd.itt, cmd.lun, memoryview(result.data_in), 0, 0)
@@ -257,7 +265,11 @@ def _send_write_status(conn: Connection, task: ScsiTask, result: scsi.ScsiResult
     assert session is not None and session.luns is not None
     cmd = task.cmd
     response = P.ScsiResponse(itt=cmd.itt, status=result.status)
-    _set_residual(response, cmd.expected_length, session.luns.data_out_length(task.lun, cmd.cdb))
+    wanted = session.luns.data_out_length(task.lun, cmd.cdb)
+    _set_residual(response, cmd.expected_length, wanted)
+    counts = session.counts
+    if counts is not None and result.status == scsi.Status.GOOD and kind_of(cmd.cdb) == WRITE:
+        counts.written_bytes += min(wanted, cmd.expected_length)
     if result.sense:
         response.data = len(result.sense).to_bytes(2, "big") + result.sense
     conn.send(response)

@@ -29,6 +29,7 @@ from reservoir.agent.target.config import (
     format_portal,
 )
 from reservoir.agent.target.connection import Connection
+from reservoir.agent.target.counts import TargetCounts
 from reservoir.agent.target.login_guard import LoginGuard
 from reservoir.agent.target.session import Session
 
@@ -119,6 +120,8 @@ class TargetServer:
         self.portals = [Portal(h, p) for h, p in config.portals]
         self.sessions: dict[int, Session] = {}
         self.connections: set[Connection] = set()
+        # commands and bytes of each target's sessions, for the agent's metrics
+        self.counts: dict[str, TargetCounts] = {t.iqn: TargetCounts() for t in config.targets}
         self.luns: dict[str, scsi.LunTable] = {}
         self._volumes: list[storage.Volume] = []
         self._servers: list[asyncio.Server] = []
@@ -241,8 +244,9 @@ class TargetServer:
         target_name = neg.target.name if neg.target is not None else None
         self._reinstate(neg.initiator_name or "", isid, target_name)
         tsih = self._new_tsih()
-        nexus = luns = None
+        nexus = luns = counts = None
         if target_name is not None:
+            counts = self.counts.setdefault(target_name, TargetCounts())
             initiator = neg.initiator_name or ""
             nexus = scsi.Nexus(
                 initiator_port=f"{initiator},i,0x{isid.hex()}",
@@ -260,6 +264,7 @@ class TargetServer:
             luns=luns,
             exp_cmdsn=cmdsn,
             queue_depth=self.queue_depth,
+            counts=counts,
         )
         self.sessions[tsih] = session
         self._bound_buffers()

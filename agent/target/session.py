@@ -20,6 +20,7 @@ from reservoir.agent.iscsi.serial import sn_add, sn_lt
 if TYPE_CHECKING:
     from reservoir.agent.iscsi.negotiation import SessionParams
     from reservoir.agent.scsi import LunTable, Nexus
+    from reservoir.agent.target.counts import TargetCounts
     from reservoir.agent.target.tasks import ScsiTask
 
 log = logging.getLogger("reservoir.target")
@@ -87,6 +88,7 @@ class Session:
     _held: dict[int, tuple[Deliverable, Pdu]] = field(default_factory=dict)
     ordering: TaskOrdering = field(default_factory=TaskOrdering)
     closed: bool = False
+    counts: TargetCounts | None = None  # its target's (None: a discovery session)
 
     @property
     def is_discovery(self) -> bool:

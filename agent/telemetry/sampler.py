@@ -4,7 +4,9 @@ Every registered stream has an id, the id of the path it runs on, and a *source*
 callable returning either the stream's socket or raw TCP_INFO bytes (the seam tests use to
 feed fake kernel data). Each :meth:`StreamSampler.sample_once` reads every source and turns
 the difference with the previous snapshot into one record (see :mod:`.records`). The first
-snapshot of a stream is only a baseline and yields no record. A stream whose source raises
+snapshot of a stream is only a baseline and yields no record: taken by the first sample
+after it was registered, or at once when registered with ``baseline=True`` (so what it
+sends before that sample is counted too). A stream whose source raises
 :class:`OSError` (closed socket) or returns no bytes has disappeared: it is dropped.
 """
 
@@ -91,9 +93,13 @@ class StreamSampler:
         """Registered stream ids and their path ids."""
         return {sid: s.path for sid, s in self._streams.items()}
 
-    def register(self, stream: str, path: str, source: Source) -> None:
-        """Start sampling ``stream`` (replacing any stream of the same id)."""
-        self._streams[stream] = _Stream(path, source)
+    def register(self, stream: str, path: str, source: Source, *, baseline: bool = False) -> None:
+        """Start sampling ``stream`` (replacing any stream of the same id); with
+        ``baseline``, its first snapshot is taken now (none if the source fails: then
+        by the next sample)."""
+        entry = self._streams[stream] = _Stream(path, source)
+        if baseline:
+            entry.last, entry.last_at = _read(source), self._clock()
 
     def unregister(self, stream: str) -> None:
         """Stop sampling ``stream``; unknown ids are ignored."""

@@ -35,8 +35,9 @@ class Telemetry:
 
     def stream(self, stream: int, path: str, session: Session) -> None:
         # the socket, not its TCP_INFO bytes: an MPTCP socket's are its first subflow's,
-        # and the sampler reads all its subflows; no socket (reconnecting): stream gone
-        self.sampler.register(str(stream), path, lambda: session.socket() or b"")
+        # and the sampler reads all its subflows; no socket (reconnecting): stream gone.
+        # Its baseline now, before it sends: its records then count every byte it sends.
+        self.sampler.register(str(stream), path, lambda: session.socket() or b"", baseline=True)
 
     def stream_gone(self, stream: int) -> None:
         self.sampler.unregister(str(stream))

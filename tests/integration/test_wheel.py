@@ -108,6 +108,8 @@ def test_the_wheel_carries_the_data_the_code_reads(installed: Installed) -> None
         "reservoir/config/tuning/lfn-1g.toml",
         "reservoir/config/campaigns/lfn-2x500m-100ms.toml",
         "reservoir/config/lab/lfn-2x500m-100ms.toml",
+        "reservoir/config/grafana/reservoir.json",
+        "reservoir/config/prometheus/prometheus.yml",
         "reservoir/web/dist/index.html",
         "reservoir/web/dist/views/transfer.js",
         "reservoir/pacing/bpf/cwnd_clamp.bpf.c",

@@ -72,10 +72,12 @@ def with_volume(
 def test_public_api() -> None:
     assert set(storage.__all__) == {
         "Engine",
+        "IoCounts",
         "StorageError",
         "Volume",
         "available_backends",
         "open_engine",
+        "opened_default_engine",
         "open_volume",
         "volume_identity",
     }

@@ -95,6 +95,27 @@ def test_first_sample_is_only_a_baseline() -> None:
     assert sampler.sample_once() == []
 
 
+def test_a_baseline_at_registration_counts_what_the_stream_sends_before_a_sample() -> None:
+    clock, stream = FakeClock(), FakeStream()
+    sampler = make_sampler(clock)
+    stream.acked = 5_000  # a warm session's earlier copies
+    sampler.register("s0", "p0", stream, baseline=True)
+    clock.now += 0.2
+    stream.acked = 5_000 + 40_000
+    (record,) = sampler.sample_once()
+    assert record["bytes"] == 40_000
+    assert record["seconds"] == pytest.approx(0.2)
+
+
+def test_a_baseline_that_fails_at_registration_is_taken_by_the_next_sample() -> None:
+    stream = FakeStream()
+    stream.gone = True
+    sampler = make_sampler(FakeClock())
+    sampler.register("s0", "p0", stream, baseline=True)
+    stream.gone = False
+    assert sampler.sample_once() == [] and sampler.streams == {"s0": "p0"}
+
+
 def test_record_has_acked_delta_rate_and_retransmit_delta() -> None:
     clock, stream = FakeClock(), FakeStream()
     sampler = make_sampler(clock)
