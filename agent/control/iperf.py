@@ -20,12 +20,14 @@ At most :data:`MAX_ACTIVE` servers and as many runs at once; what is still runni
 the agent stops is killed by PID and waited for. Errors (the tree, mapped to HTTP
 statuses once, by the handler of ``errors.py``)::
 
-    IperfError
-    +-- IperfUnavailableError   iperf3 is not installed, NIC pacing is off      -> 503
-    +-- BadIperfRequestError    address not on this host, unknown NIC or -C     -> 422
-    +-- PortInUseError          the asked port is taken                         -> 409
-    +-- TooManyIperfError       MAX_ACTIVE of them are running                  -> 429
-    +-- UnknownIperfError       no server or run with this id                   -> 404
+    IperfError                  iperf3 gave no result            -> 500 iperf_failed
+    +-- IperfUnavailableError   iperf3 is not installed, NIC pacing is off
+    |                                                               -> 503 iperf_unavailable
+    +-- BadIperfRequestError    address not on this host, unknown NIC or -C
+    |                                                               -> 422 iperf_request_invalid
+    +-- PortInUseError          the asked port is taken          -> 409 port_in_use
+    +-- TooManyIperfError       MAX_ACTIVE of them are running   -> 429 too_many_requests
+    +-- UnknownIperfError       no server or run with this id    -> 404 not_found
 """
 
 from __future__ import annotations
@@ -84,25 +86,32 @@ PROC_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 class IperfError(ControlError):
     """Base of this module's errors; the message is one clear line."""
 
+    code = "iperf_failed"
+
 
 class IperfUnavailableError(IperfError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    code = "iperf_unavailable"
 
 
 class BadIperfRequestError(IperfError):
     status_code = status.HTTP_422_UNPROCESSABLE_CONTENT
+    code = "iperf_request_invalid"
 
 
 class PortInUseError(IperfError):
     status_code = status.HTTP_409_CONFLICT
+    code = "port_in_use"
 
 
 class TooManyIperfError(IperfError):
     status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    code = "too_many_requests"
 
 
 class UnknownIperfError(IperfError):
     status_code = status.HTTP_404_NOT_FOUND
+    code = "not_found"
 
 
 # ---------------------------------------------------------------- parsing

@@ -39,6 +39,7 @@ class VolumeRefusedError(ControlError):
     read-only one; the message names the path."""
 
     status_code = status.HTTP_403_FORBIDDEN
+    code = "volume_refused"
 
 
 def device_id(path: str | os.PathLike[str]) -> str:

@@ -4,7 +4,11 @@ reservoir.agent.transfer.cli``) logs as the whole CLI does.
 
 The level follows ``-v`` and ``-q`` (each may be repeated): INFO by default (a copy's
 phases, a target's sessions); ``-v`` DEBUG for Reservoir's own loggers, ``-vv`` for
-every library too; ``-q`` WARNING, ``-qq`` ERROR."""
+every library too; ``-q`` WARNING, ``-qq`` ERROR.
+
+A record logged while an HTTP API answers a request carries the request's id
+(:class:`~reservoir.common.request_id.RequestIdFilter`), which the JSON lines show as
+``request_id``."""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import logging
 import sys
 import time
 
+from reservoir.common.request_id import RequestIdFilter
+
 __all__ = ["FORMATS", "JsonFormatter", "levels", "setup_logging"]
 
 FORMATS = ("text", "json")
@@ -20,7 +26,8 @@ TEXT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line: time (RFC 3339, UTC), level, logger, message, and the
+    """One JSON object a line: time (RFC 3339, UTC), level, logger, message, the id of
+    the HTTP request it was logged for when there is one (``request_id``), and the
     exception's traceback when there is one."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -31,6 +38,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        request_id = getattr(record, "request_id", None)
+        if request_id is not None:
+            line["request_id"] = request_id
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line)
@@ -47,6 +57,7 @@ def setup_logging(verbose: int = 0, quiet: int = 0, fmt: str = "text") -> None:
         return  # configured already (a test's capture, a program that embeds it)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
+    handler.addFilter(RequestIdFilter())
     root.addHandler(handler)
     root.setLevel(everything)
     logging.getLogger("reservoir").setLevel(ours)

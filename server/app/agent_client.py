@@ -7,17 +7,23 @@ Errors, translated once in :func:`_mapped` (callers see only these)::
      +-- AgentUnreachableError   no answer: connection refused or reset, timeout, 5xx,
      |                      an answer that is not the JSON we expect (retry later)
      +-- AgentRefusedError       a 4xx other than 404: the agent understood and said no
-                            (``status`` and the agent's ``detail``)
+     |                      (``status``, the agent's ``detail`` and ``agent_code``)
+     +-- AgentTokenRefusedError  (raised by the proxy routes) its 401 or 403: 502
+     +-- ForwardedRefusalError   (raised by the proxy routes) its other refusals, with
+                            the agent's status and code
 
 ``get_copy`` answers ``None`` for a 404 (the agent does not know the copy); for
 ``iperf``, ``info`` and ``volumes`` a 404 and a 503 are refusals too
 (``AgentRefusedError``).
 The agent's control token is derived from the coordinator's key at each call
-(``core/agent_credentials.py``), sent as a bearer token and never logged or kept.
+(``core/agent_credentials.py``), sent as a bearer token and never logged or kept. A
+call made while the coordinator answers a request carries that request's id
+(``X-Request-ID``), so the agent logs it under the same id.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +32,11 @@ from typing import Any, Protocol
 import httpx
 from fastapi import status
 
+from reservoir.common.problems import code_for_status, located
+from reservoir.common.request_id import HEADER as REQUEST_ID_HEADER
+from reservoir.common.request_id import current_request_id
 from reservoir.server.app.core.agent_credentials import AgentCredentials
+from reservoir.server.app.core.config import SettingsError
 from reservoir.server.app.errors import ServerError
 
 __all__ = [
@@ -34,7 +44,9 @@ __all__ = [
     "AgentError",
     "AgentRef",
     "AgentRefusedError",
+    "AgentTokenRefusedError",
     "AgentUnreachableError",
+    "ForwardedRefusalError",
     "HttpAgentClient",
     "OneShotVolumeLister",
     "VolumeLister",
@@ -48,17 +60,42 @@ class AgentError(ServerError):
     """Talking to an agent went wrong; the message says how (never with the token)."""
 
     status_code = status.HTTP_502_BAD_GATEWAY
+    code = "bad_gateway"
 
 
 class AgentUnreachableError(AgentError):
     """The agent did not answer usefully; the scheduler retries."""
 
+    code = "agent_unreachable"
+
 
 class AgentRefusedError(AgentError):
-    def __init__(self, status: int, detail: str) -> None:
+    """The agent answered ``status`` with ``answer`` (its detail) and ``agent_code``
+    (its problem's code, None from an agent that gave none)."""
+
+    code = "agent_refused"
+
+    def __init__(self, status: int, detail: str, agent_code: str | None = None) -> None:
         super().__init__(f"the agent refused ({status}): {detail}")
         self.status = status
         self.answer = detail
+        self.agent_code = agent_code
+
+
+class AgentTokenRefusedError(AgentError):
+    """The agent refused the coordinator's token (its 401 or 403): a 502, since the
+    user's request was fine; the message says how to give the agent the digest."""
+
+    code = "agent_token_refused"
+
+
+class ForwardedRefusalError(AgentError):
+    """The agent's refusal, answered to the user with the agent's status and code."""
+
+    def __init__(self, message: str, refusal: AgentRefusedError) -> None:
+        super().__init__(message)
+        self.status_code = refusal.status
+        self.code = refusal.agent_code or code_for_status(refusal.status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,21 +135,30 @@ def _mapped(agent: AgentRef) -> Iterator[None]:
 
 
 def _detail(response: httpx.Response) -> str:
-    """The agent's ``detail``; a validation error's list as ``loc: msg; ...``."""
+    """The agent's reason: a problem's field errors as ``loc: msg; ...``, else its
+    ``detail`` (an older agent's list of field errors read the same way)."""
     try:
-        detail = response.json().get("detail")
+        answer = response.json()
+        listed = answer.get("errors") or answer.get("detail")
     except (ValueError, AttributeError):
         return response.text[:300]
-    if isinstance(detail, str):
-        return detail
-    if isinstance(detail, list) and all(isinstance(e, dict) and "msg" in e for e in detail):
-        return "; ".join(_located(e) for e in detail)[:1000]
-    return str(detail)[:1000]
+    if isinstance(listed, list) and all(isinstance(e, dict) and "msg" in e for e in listed):
+        return "; ".join(located(e) for e in listed)[:1000]
+    detail = answer.get("detail")
+    return detail if isinstance(detail, str) else str(detail)[:1000]
 
 
-def _located(error: Json) -> str:
-    where = ".".join(str(part) for part in error.get("loc") or () if part != "body")
-    return f"{where}: {error['msg']}" if where else str(error["msg"])
+def _code(response: httpx.Response) -> str | None:
+    """The code of the agent's problem, or None."""
+    try:
+        code = response.json().get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, str) else None
+
+
+def _refused(response: httpx.Response) -> AgentRefusedError:
+    return AgentRefusedError(response.status_code, _detail(response), _code(response))
 
 
 class HttpAgentClient:
@@ -124,12 +170,18 @@ class HttpAgentClient:
         *,
         timeout: float = TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ):
         self._credentials = credentials
-        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport, verify=verify)
 
     def _auth(self, agent: AgentRef) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._credentials.control_token(agent.name)}"}
+        """The agent's bearer token, and the id of the request being answered, if any."""
+        headers = {"Authorization": f"Bearer {self._credentials.control_token(agent.name)}"}
+        request_id = current_request_id.get()
+        if request_id is not None:
+            headers[REQUEST_ID_HEADER] = request_id
+        return headers
 
     async def _call(
         self, agent: AgentRef, method: str, path: str, body: Json | None = None
@@ -143,7 +195,7 @@ class HttpAgentClient:
             if response.status_code >= 500:
                 raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
             if response.status_code >= 400:
-                raise AgentRefusedError(response.status_code, _detail(response))
+                raise _refused(response)
             data = response.json()
         if not isinstance(data, dict):
             raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
@@ -196,7 +248,7 @@ class HttpAgentClient:
         with _mapped(agent):
             response = await self._http.request(method, url, json=body, headers=headers)
             if 400 <= response.status_code < 500 or response.status_code == 503:
-                raise AgentRefusedError(response.status_code, _detail(response))
+                raise _refused(response)
             if response.status_code >= 500:
                 raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
             data = response.json()
@@ -224,7 +276,7 @@ class HttpAgentClient:
         with _mapped(agent):
             response = await self._http.get(url, headers=self._auth(agent))
             if 400 <= response.status_code < 500 or response.status_code == 503:
-                raise AgentRefusedError(response.status_code, _detail(response))
+                raise _refused(response)
             if response.status_code >= 500:
                 raise AgentUnreachableError(f"agent {agent.name!r}: HTTP {response.status_code}")
             data = response.json()

@@ -3,7 +3,8 @@
 httpx's errors and the coordinator's error answers are translated once, in
 :func:`_translated`, into the clients' tree (:mod:`.errors`): ``UnreachableError``
 (no answer: refused, timed out, not a URL we can use), ``ApiError`` (an HTTP error
-status: ``status``, ``message``, ``fields``) and ``UnexpectedAnswerError`` (an
+status: ``status``, ``message``, ``fields``, and the problem's ``code`` and
+``request_id``, :mod:`reservoir.common.problems`) and ``UnexpectedAnswerError`` (an
 answer that is not what the API documents).
 
 The bodies are the coordinator's own models (``models.py``), so a field renamed on
@@ -25,6 +26,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from reservoir.common.problems import code_for_status
 from reservoir.server.app.models import (
     LinkPublic,
     ProbeCreate,
@@ -75,17 +77,34 @@ class FieldError:
 
 
 class ApiError(ClientError):
-    """The API answered an error status; ``message`` is its ``detail`` (or the reason)."""
+    """The API answered an error status; ``message`` is its ``detail`` (or the reason),
+    ``code`` and ``request_id`` its problem's (None from an answer without them).
+
+    ``str()`` names the code when it says more than the status (``HTTP 409 Conflict
+    (idempotency_key_reused): ...``), and the request id of a server error, which
+    finds it in the coordinator's log."""
 
     def __init__(
-        self, status: int, message: str, fields: tuple[FieldError, ...] = (), reason: str = ""
+        self,
+        status: int,
+        message: str,
+        fields: tuple[FieldError, ...] = (),
+        reason: str = "",
+        *,
+        code: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         self.status = status
         self.message = message
         self.fields = fields
         self.reason = reason or httpx.codes.get_reason_phrase(status)
+        self.code = code
+        self.request_id = request_id
         head = f"HTTP {status} {self.reason}".rstrip()
-        super().__init__(f"{head}: {message}")
+        if code is not None and code != code_for_status(status):
+            head += f" ({code})"
+        tail = f" (request id {request_id})" if request_id and status >= 500 else ""
+        super().__init__(f"{head}: {message}{tail}")
 
     def lines(self) -> list[str]:
         """The one-line summary, then one ``field.path: message`` line per field error."""
@@ -104,24 +123,40 @@ def _clean(msg: str) -> str:
     return msg.removeprefix("Value error, ")
 
 
+def _text(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    return value if isinstance(value, str) and value else None
+
+
 def api_error(response: httpx.Response) -> ApiError:
-    """The :class:`ApiError` of an error answer, whatever shape its body has."""
-    status = response.status_code
+    """The :class:`ApiError` of an error answer, whatever shape its body has: a problem
+    (its field errors in ``errors``), an older ``{"detail": ...}`` (a list for a 422),
+    or no JSON at all."""
+    status, reason = response.status_code, response.reason_phrase
     try:
-        detail = response.json().get("detail")
-    except (ValueError, AttributeError):
-        detail = None
-    if isinstance(detail, str) and detail:
-        return ApiError(status, detail, reason=response.reason_phrase)
-    if isinstance(detail, list) and detail:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {}
+    code, request_id = _text(body, "code"), _text(body, "request_id")
+    listed = body.get("errors") or body.get("detail")
+    if isinstance(listed, list) and listed:
         fields = tuple(
             FieldError(field_path(e.get("loc", [])), _clean(str(e.get("msg", ""))))
-            for e in detail
+            for e in listed
             if isinstance(e, dict)
         )
-        return ApiError(status, "invalid request", fields, reason=response.reason_phrase)
+        return ApiError(status, "invalid request", fields, reason, code=code, request_id=request_id)
+    detail = _text(body, "detail")
+    if detail is not None:
+        return ApiError(status, detail, reason=reason, code=code, request_id=request_id)
     text = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
-    return ApiError(status, text or "no detail given", reason=response.reason_phrase)
+    message = text or "no detail given"
+    return ApiError(status, message, reason=reason, code=code, request_id=request_id)
+
+
+PAGE = 500  # transfers asked per request when listing
 
 
 class CoordinatorClient:

@@ -149,7 +149,7 @@ def test_bad_copy_body_is_422_with_field_errors(api: str) -> None:
     with client(api) as c:
         r = c.post("/copies", json={"source": "/a", "streams": 0, "range": {"offset": -1}})
     assert r.status_code == 422
-    fields = {tuple(e["loc"]) for e in r.json()["detail"]}
+    fields = {tuple(e["loc"]) for e in r.json()["errors"]}
     assert {("body", "dest"), ("body", "streams"), ("body", "range", "offset")} <= fields
     assert ("body", "range", "length") in fields
 

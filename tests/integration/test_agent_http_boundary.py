@@ -61,6 +61,20 @@ def test_a_body_declared_over_max_body_bytes_is_413_before_it_is_sent(
     still_serves(api)
 
 
+def test_a_refusal_before_the_body_is_a_problem_with_the_request_id(
+    api: str, settings: AgentSettings
+) -> None:
+    fields = {"Content-Length": str(2 * MiB), "X-Request-ID": "coordinator-trace-1"}
+    line, headers = head("POST", "/copies", TOKEN, **fields)
+    answer = send_partly(settings.host, settings.port, line, headers)
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.headers["x-request-id"] == "coordinator-trace-1"
+    problem = answer.json()
+    assert (problem["status"], problem["code"]) == (413, "body_too_large")
+    assert problem["request_id"] == "coordinator-trace-1"
+    assert problem["instance"] == "/api/v1/copies"
+
+
 def test_a_chunked_body_over_max_body_bytes_is_413(api: str) -> None:
     body = long_string_body("source")
     with client(api) as c:
@@ -102,7 +116,7 @@ def test_a_422_echoes_neither_the_chap_secret_nor_the_input(api: str) -> None:
     for answer in (r, whole):
         assert SECRET not in answer.text and "s" * 100 not in answer.text
         assert len(answer.content) < 4096
-        assert all(set(e) == {"loc", "msg", "type"} for e in answer.json()["detail"])
+        assert all(set(e) == {"loc", "msg", "type"} for e in answer.json()["errors"])
     assert SECRET not in logs.text
 
 
@@ -110,7 +124,7 @@ def test_nan_in_caps_is_422(api: str) -> None:
     with client(api) as c:
         r = raw_json(c, "PUT", "/copies/any/caps", '{"stream_pacing_rates": {"0": NaN}}')
     assert r.status_code == 422, r.text[:300]
-    assert r.json()["detail"] == [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}]
+    assert r.json()["errors"] == [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}]
 
 
 @pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN"])
@@ -122,7 +136,7 @@ def test_infinity_or_nan_in_a_copy_is_422_and_creates_nothing(
         r = raw_json(c, "POST", "/copies", text[:-1] + f', "extent_size": {number}}}')
         copies = c.get("/copies").json()
     assert r.status_code == 422, r.text[:300]
-    assert r.json()["detail"][0]["msg"] == NON_FINITE
+    assert r.json()["errors"][0]["msg"] == NON_FINITE
     assert all(copy["source"] != str(tmp_path / "src") for copy in copies)
 
 
@@ -130,7 +144,7 @@ def test_infinity_in_an_iperf_timeout_is_422(api: str) -> None:
     with client(api) as c:
         r = raw_json(c, "POST", "/iperf/servers", '{"address": "127.0.0.1", "timeout": Infinity}')
     assert r.status_code == 422, r.text[:300]
-    assert r.json()["detail"][0]["msg"] == NON_FINITE
+    assert r.json()["errors"][0]["msg"] == NON_FINITE
 
 
 def test_the_limit_is_a_setting(tmp_path: Path) -> None:

@@ -211,7 +211,7 @@ def test_bad_requests_are_422_with_field_paths(api: str) -> None:
     assert {r.status_code for r in (agent, vset, transfer, unknown)} == {422}
 
     def fields(r: httpx.Response) -> set[tuple[str | int, ...]]:
-        return {tuple(e["loc"]) for e in r.json()["detail"]}
+        return {tuple(e["loc"]) for e in r.json()["errors"]}
 
     assert {("body", "name"), ("body", "control_url")} <= fields(agent)
     assert ("body", "volumes", 0, "size_bytes") in fields(agent)

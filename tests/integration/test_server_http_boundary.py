@@ -72,6 +72,20 @@ def test_a_body_declared_over_max_body_bytes_is_413_before_it_is_sent(
     still_serves(api)
 
 
+def test_a_refusal_before_the_body_is_a_problem_with_the_request_id(
+    api: str, settings: ServerSettings
+) -> None:
+    fields = {"Content-Length": str(2 * MiB), "X-Request-ID": "script-run-7.step-2"}
+    line, headers = post_head("/links", USER, **fields)
+    answer = send_partly(settings.host, settings.port, line, headers)
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.headers["x-request-id"] == "script-run-7.step-2"
+    problem = answer.json()
+    assert (problem["status"], problem["code"]) == (413, "body_too_large")
+    assert problem["request_id"] == "script-run-7.step-2"
+    assert problem["instance"] == "/api/v1/links"
+
+
 def test_a_chunked_body_over_max_body_bytes_is_413(api: str) -> None:
     body = long_string_body("name")
     with client(api) as c:
@@ -98,7 +112,8 @@ def test_a_large_upload_with_a_wrong_token_is_401_before_it_is_sent(
     answer = send_partly(settings.host, settings.port, line, headers, b"[" * (64 * 1024))
     assert answer.status == 401
     assert answer.headers["www-authenticate"] == "Bearer"
-    assert answer.json() == {"detail": "the token is not valid"}
+    assert answer.json()["detail"] == "the token is not valid"
+    assert answer.json()["code"] == "unauthorized"
     still_serves(api)
 
 
@@ -109,7 +124,8 @@ def test_a_chunked_body_without_a_token_is_401_before_it_ends(
     chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"  # and no last chunk
     answer = send_partly(settings.host, settings.port, line, headers, chunk)
     assert answer.status == 401
-    assert answer.json() == {"detail": "a bearer token is required"}
+    assert answer.json()["detail"] == "a bearer token is required"
+    assert answer.json()["code"] == "unauthorized"
 
 
 # ---------------------------------------------------------------- 422 without the input
@@ -128,7 +144,7 @@ def test_a_422_names_the_fields_without_echoing_the_token_or_the_input(api: str)
     assert r.status_code == 422
     assert AGENT_API_TOKEN not in r.text and "n" * 100 not in r.text and "many" not in r.text
     assert len(r.content) < 4096
-    errors = r.json()["detail"]
+    errors = r.json()["errors"]
     assert {("body", "name"), ("body", "nics")} <= {tuple(e["loc"]) for e in errors}
     assert all(set(e) == {"loc", "msg", "type"} for e in errors)
 
@@ -138,7 +154,7 @@ def test_a_422_of_a_body_of_the_wrong_shape_does_not_echo_it(api: str) -> None:
         r = c.post("/agents", json=[agent_body(api_token=AGENT_API_TOKEN)])
     assert r.status_code == 422
     assert AGENT_API_TOKEN not in r.text
-    [error] = r.json()["detail"]
+    [error] = r.json()["errors"]
     assert error["loc"] == ["body"]
 
 
@@ -147,7 +163,7 @@ def test_a_422_lists_a_bounded_number_of_errors(api: str) -> None:
     with client(api) as c:
         r = c.post("/volume-sets", json={"name": "many", "members": members})
     assert r.status_code == 422
-    errors = r.json()["detail"]
+    errors = r.json()["errors"]
     assert len(errors) <= 21
     assert errors[-1]["type"] == "too_many_errors" and "more" in errors[-1]["msg"]
 
@@ -161,7 +177,7 @@ def test_an_invalid_json_body_is_422_without_echoing_it(api: str) -> None:
         )
     assert r.status_code == 422
     assert AGENT_API_TOKEN not in r.text
-    [error] = r.json()["detail"]
+    [error] = r.json()["errors"]
     assert error["type"] == "json_invalid" and error["loc"][0] == "body"
 
 
@@ -182,7 +198,7 @@ def test_nan_in_a_link_is_422_and_stores_nothing(api: str) -> None:
         )
         links = c.get("/links").json()
     assert r.status_code == 422, r.text[:300]
-    assert r.json()["detail"] == [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}]
+    assert r.json()["errors"] == [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}]
     assert all(link["name"] != "nan-link" for link in links)
 
 
@@ -193,7 +209,7 @@ def test_infinity_or_nan_in_an_agent_is_422_and_registers_nothing(api: str, numb
         r = raw_json(c, "/agents", text)
         agents = c.get("/agents").json()
     assert r.status_code == 422, r.text[:300]
-    assert r.json()["detail"][0]["msg"] == NON_FINITE
+    assert r.json()["errors"][0]["msg"] == NON_FINITE
     assert all(not a["name"].startswith("inf-agent") for a in agents)
 
 

@@ -61,8 +61,9 @@ def ok(r: httpx.Response, code: int = 201) -> Json:
 
 
 def messages(r: httpx.Response) -> str:
-    detail = r.json()["detail"]
-    return detail if isinstance(detail, str) else " ".join(e["msg"] for e in detail)
+    problem = r.json()
+    errors = problem.get("errors")
+    return " ".join(e["msg"] for e in errors) if errors else str(problem["detail"])
 
 
 def vset(c: httpx.Client, name: str, agent_id: str, *volumes: str) -> httpx.Response:
@@ -83,7 +84,7 @@ def test_registering_a_path_the_agent_does_not_have_is_422_and_stores_nothing(
     shadow = {"name": "shadow", "path": "/etc/shadow", "size_bytes": 4096}
     r = c.post("/agents", json=agent.registration("disk-a", [agent.source("f0"), shadow]))
     assert r.status_code == 422, r.text
-    assert r.json()["detail"][0]["loc"] == ["body", "volumes", 1]
+    assert r.json()["errors"][0]["loc"] == ["body", "volumes", 1]
     assert "'shadow'" in messages(r) and "/etc/shadow" in messages(r)
     assert "does not report" in messages(r)
     assert c.get("/agents").json() == []
@@ -138,7 +139,7 @@ def test_an_agent_that_refuses_the_token_is_422(c: httpx.Client, agent: RunningA
     body = agent.registration("not-its-name", [agent.source("f0")], trusted=False)
     r = c.post("/agents", json=body)
     assert r.status_code == 422, r.text
-    assert r.json()["detail"][0]["loc"] == ["body", "name"]
+    assert r.json()["errors"][0]["loc"] == ["body", "name"]
     assert CREDENTIALS.control_token("not-its-name") not in r.text
 
 
@@ -153,7 +154,7 @@ def test_a_volume_set_with_one_lun_under_two_portals_is_422_naming_both(
     a = ok(c.post("/agents", json=agent.registration("disk-a", volumes)))
     r = vset(c, "twice", a["id"], "l0", "l0-again")
     assert r.status_code == 422, r.text
-    assert r.json()["detail"][0]["loc"] == ["body", "members", 1]
+    assert r.json()["errors"][0]["loc"] == ["body", "members", 1]
     assert "agent 'disk-a' volume 'l0'" in messages(r)
     assert "agent 'disk-a' volume 'l0-again'" in messages(r)
     assert "one device" in messages(r)
@@ -211,7 +212,7 @@ def test_a_transfer_whose_source_file_backs_its_destination_lun_is_422(
 ) -> None:
     r = transfer(c, sets["b1"], sets["l1"])
     assert r.status_code == 422, r.text
-    assert r.json()["detail"][0]["loc"] == ["body", "destination"]
+    assert r.json()["errors"][0]["loc"] == ["body", "destination"]
     assert "agent 'disk-a' volume 'b1'" in messages(r)
     assert "agent 'disk-a' volume 'l1'" in messages(r)
     assert c.get("/transfers").json() == []

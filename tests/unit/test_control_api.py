@@ -392,7 +392,7 @@ def test_an_unknown_verification_is_422_and_receipt_is_shown_on_the_copy(tmp_pat
             body = {"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
             r = await c.post("/copies", json={**body, "verification": "read-back"})
             assert r.status_code == 422
-            assert r.json()["detail"][0]["loc"] == ["body", "verification"]
+            assert r.json()["errors"][0]["loc"] == ["body", "verification"]
             default = await c.post("/copies", json=body)
             assert default.json()["verification"] == "storage"
             r = await c.post("/copies", json={**body, "verification": "receipt"})

@@ -55,8 +55,8 @@ class Exchange:
         return int(self.messages[0]["status"])
 
     @property
-    def detail(self) -> Any:
-        return json.loads(b"".join(m.get("body", b"") for m in self.messages[1:]))["detail"]
+    def problem(self) -> Any:
+        return json.loads(b"".join(m.get("body", b"") for m in self.messages[1:]))
 
 
 def call(
@@ -143,7 +143,8 @@ def test_no_route_reads_a_byte_of_body_before_the_token(
 def test_a_body_declared_over_the_limit_is_refused_unread(coordinator: FastAPI) -> None:
     exchange = call(coordinator, "post", "/api/v1/links", [b" " * 5000], USER)
     assert (exchange.status, exchange.reads) == (413, 0)
-    assert "4096 bytes (the setting max_body_bytes)" in exchange.detail
+    assert "4096 bytes (the setting max_body_bytes)" in exchange.problem["detail"]
+    assert exchange.problem["code"] == "body_too_large"
 
 
 def test_a_chunked_body_is_refused_as_it_passes_the_limit(agent_app: FastAPI) -> None:
@@ -164,7 +165,9 @@ def test_nan_from_chunks_is_found_across_their_edges(agent_app: FastAPI) -> None
     chunks = [b'{"stream_pacing_rates": {"0": -Inf', b"inity}}"]
     exchange = call(agent_app, "put", "/api/v1/copies/c/caps", chunks, USER, declared=False)
     assert exchange.status == 422
-    assert exchange.detail == [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}]
+    assert exchange.problem["errors"] == [
+        {"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}
+    ]
 
 
 @pytest.mark.parametrize(

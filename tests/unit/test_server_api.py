@@ -144,7 +144,7 @@ def test_a_speed_beyond_any_nic_is_422_not_a_database_overflow(api: Api) -> None
     }
     r = api.post("/agents", json=body)
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "nics", 0, "speed_bps"]
+    assert r.json()["errors"][0]["loc"] == ["body", "nics", 0, "speed_bps"]
     assert api.get("/agents").json() == []
 
 
@@ -153,7 +153,7 @@ def test_volume_set_with_unknown_agent_is_422_at_the_member(api: Api) -> None:
     members = [{"agent_id": a1["id"], "volume": "v0"}, {"agent_id": "ghost", "volume": "v0"}]
     r = api.post("/volume-sets", json={"name": "s", "members": members})
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "members", 1, "agent_id"]
+    assert r.json()["errors"][0]["loc"] == ["body", "members", 1, "agent_id"]
 
 
 def test_link_to_a_missing_nic_is_422_at_the_nic(api: Api) -> None:
@@ -169,7 +169,7 @@ def test_link_to_a_missing_nic_is_422_at_the_nic(api: Api) -> None:
     }
     r = api.post("/links", json=body)
     assert r.status_code == 422
-    assert r.json()["detail"][0] == {
+    assert r.json()["errors"][0] == {
         "loc": ["body", "nic_b"],
         "msg": "agent 'b1' has no NIC 'eth9'",
         "type": "value_error",
@@ -181,7 +181,7 @@ def test_transfer_to_a_smaller_destination_is_422(api: Api) -> None:
     src, dst = volume_set(api, "src", [a1]), volume_set(api, "dst", [b1])
     r = api.post("/transfers", json={"source": src["id"], "destination": dst["id"]})
     assert r.status_code == 422
-    detail = r.json()["detail"][0]
+    detail = r.json()["errors"][0]
     assert detail["loc"] == ["body", "destination"]
     assert detail["msg"] == f"the destination holds {32 * MiB} bytes, the source needs {64 * MiB}"
 
@@ -194,10 +194,10 @@ def test_transfer_paths_must_join_each_legs_agents(api: Api) -> None:
     body = {"source": src["id"], "destination": dst["id"], "paths": [only_a1_b1["id"]]}
     r = api.post("/transfers", json=body)
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "paths"]
-    assert "agent 'a2' and agent 'b2'" in r.json()["detail"][0]["msg"]
+    assert r.json()["errors"][0]["loc"] == ["body", "paths"]
+    assert "agent 'a2' and agent 'b2'" in r.json()["errors"][0]["msg"]
     r = api.post("/transfers", json={**body, "paths": ["ghost"]})
-    assert r.json()["detail"][0]["loc"] == ["body", "paths", 0]
+    assert r.json()["errors"][0]["loc"] == ["body", "paths", 0]
 
 
 def test_two_sources_to_four_destinations_deal_round_robin(api: Api) -> None:
@@ -294,7 +294,7 @@ def test_a_volume_the_agent_does_not_report_is_422_and_nothing_is_stored(api: Ap
     shadow = {"name": "shadow", "path": "/etc/shadow", "size_bytes": 4096}
     r = api.post("/agents", json={**body, "volumes": [*body["volumes"], shadow]})
     assert r.status_code == 422
-    assert r.json()["detail"] == [
+    assert r.json()["errors"] == [
         {
             "loc": ["body", "volumes", 1],
             "msg": "agent 'a1' does not report volume 'shadow' (/etc/shadow) among its "
@@ -312,7 +312,7 @@ def test_a_volume_the_agent_reports_missing_is_422_with_its_reason(api: Api) -> 
     entry.update(device_id=None, size_bytes=None, error="/dev/vdb does not exist")
     r = api.post("/agents", json=body)
     assert r.status_code == 422
-    msg = r.json()["detail"][0]["msg"]
+    msg = r.json()["errors"][0]["msg"]
     assert msg == "agent 'a1' cannot use volume 'v0' (/dev/vdb): /dev/vdb does not exist"
 
 
@@ -323,7 +323,7 @@ def test_a_volume_declared_larger_than_the_agent_reports_is_422(api: Api) -> Non
         "/agents", json={**body, "volumes": [{**body["volumes"][0], "size_bytes": 2 * MiB}]}
     )
     assert r.status_code == 422
-    assert r.json()["detail"][0]["msg"] == (
+    assert r.json()["errors"][0]["msg"] == (
         f"volume 'v0' (/dev/vdb) is declared with {2 * MiB} bytes; agent 'a1' has {MiB}"
     )
 
@@ -334,14 +334,14 @@ def test_an_agent_that_cannot_be_asked_is_422_with_the_reason_and_never_the_toke
     body = body_of("a1", {"name": "v0", "path": "/dev/vdb", "size_bytes": MiB})
     r = api.post("/agents", json=body)  # nobody answers at its URL
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "control_url"]
-    assert r.json()["detail"][0]["msg"] == (
+    assert r.json()["errors"][0]["loc"] == ["body", "control_url"]
+    assert r.json()["errors"][0]["msg"] == (
         "could not confirm the volumes of agent 'a1' at http://a1.test:8740/: connection refused"
     )
     api.agents.has(body, refuses=True)
     r = api.post("/agents", json=body)
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "name"]
+    assert r.json()["errors"][0]["loc"] == ["body", "name"]
     assert "refused the coordinator's token for 'a1' (401: the token is not valid)" in r.text
     assert "reservoir server agent-credentials a1" in r.text
     assert api.get("/agents").json() == []
@@ -358,7 +358,7 @@ def test_a_volume_set_of_one_device_under_two_names_is_422_naming_both_members(
     r = api.post("/volume-sets", json={"name": "s", "members": members, "stripe_unit": 4096})
     assert r.status_code == 422
     device = a1["volumes"][0]["device_id"]
-    assert r.json()["detail"][0] == {
+    assert r.json()["errors"][0] == {
         "loc": ["body", "members", 1],
         "msg": f"members 0 and 1 are one device ({device}): agent 'a1' volume 'l0' and "
         "agent 'a1' volume 'l0-other-portal'",
@@ -423,6 +423,7 @@ def test_a_repeated_idempotency_key_returns_the_first_transfer(api: Api) -> None
     other = api.post("/transfers", json={**body, "streams_per_pair": 2}, headers=key)
     assert other.status_code == 409
     assert "was used for another request (transfer " + first["id"] in other.json()["detail"]
+    assert other.json()["code"] == "idempotency_key_reused"
     # without a key, the same request is a new one: refused, its destination is held
     assert api.post("/transfers", json=body).status_code == 409
 

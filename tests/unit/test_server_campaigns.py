@@ -392,7 +392,7 @@ def test_an_unknown_campaign_is_422_listing_the_shipped_ones(
         for name in ("nope", "../../etc/passwd", "/etc/hosts", "campaigns/cli.py", "a\0b"):
             r = c.post("/campaigns", json={"campaign": name})
             assert r.status_code == 422, (name, r.text)
-            [error] = r.json()["detail"]
+            [error] = r.json()["errors"]
             assert error["loc"] == ["body", "campaign"]
             assert "loopback" in error["msg"] and "lfn-2x500m-100ms" in error["msg"]
         assert ok(c.get("/campaigns")) == []
@@ -413,7 +413,7 @@ def test_an_invalid_campaign_file_is_422_with_each_of_its_problems(
         r = c.post("/campaigns", json={"campaign": "broken"})
         available = ok(c.get("/campaigns/available"))
     assert r.status_code == 422
-    errors = r.json()["detail"]
+    errors = r.json()["errors"]
     assert len(errors) > 1 and all(e["loc"] == ["body", "campaign"] for e in errors)
     assert any("repetitions" in e["msg"] for e in errors)
     assert [a["name"] for a in available] == ["broken"] and "repetitions" in available[0]["error"]
@@ -511,14 +511,14 @@ def test_an_import_with_a_bad_field_is_422_naming_it(settings: Settings) -> None
         missing = c.post("/campaigns/results", json={"campaign": "x"})
         assert ok(c.get("/campaigns")) == []
     assert r.status_code == 422
-    assert r.json()["detail"] == [
+    assert r.json()["errors"] == [
         {
             "loc": ["body", "runs", 1, "streams", 2, "samples", 3, "bps"],
             "msg": "expected a number, got the string 'fast'",
             "type": "value_error",
         }
     ]
-    assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "run_id"]
+    assert missing.status_code == 422 and missing.json()["errors"][0]["loc"] == ["body", "run_id"]
 
 
 def test_the_api_documents_results_with_the_campaigns_schema(settings: Settings) -> None:

@@ -218,7 +218,7 @@ def test_a_transfer_is_over_paths_unless_it_asks_for_mptcp(world: World) -> None
         "/transfers", json={"source": "a", "destination": "b", "multilink": "bond"}
     )
     assert bad.status_code == 422
-    assert bad.json()["detail"][0]["loc"] == ["body", "multilink"]
+    assert bad.json()["errors"][0]["loc"] == ["body", "multilink"]
 
 
 def test_the_transfers_congestion_control_goes_to_every_copy(world: World) -> None:
@@ -255,7 +255,7 @@ def test_a_storage_transfer_leaves_the_agents_default_and_unknown_modes_are_422(
         "/transfers", json={"source": "a", "destination": "b", "verification": "read-back"}
     )
     assert bad.status_code == 422
-    assert bad.json()["detail"][0]["loc"] == ["body", "verification"]
+    assert bad.json()["errors"][0]["loc"] == ["body", "verification"]
 
 
 def test_more_destination_members_stripe_each_source_member_in_deal_order(world: World) -> None:
@@ -290,7 +290,7 @@ def test_layouts_the_engine_cannot_express_are_422(
     dst = world.vset("dst", [(b, f"l{i}") for i in range(dest_members)], unit=unit)
     r = world.transfer(src, dst)
     assert r.status_code == 422
-    detail = r.json()["detail"][0]
+    detail = r.json()["errors"][0]
     assert detail["loc"] == ["body", "destination"]
     assert why in detail["msg"] and SUPPORTED_LAYOUTS in detail["msg"]
 
@@ -299,7 +299,7 @@ def test_a_destination_not_served_over_iscsi_is_422(world: World) -> None:
     a, b = world.agent("a", files=1), world.agent("b", files=1)
     r = world.transfer(world.vset("src", [(a, "f0")]), world.vset("dst", [(b, "f0")]))
     assert r.status_code == 422
-    assert "needs iqn and lun" in r.json()["detail"][0]["msg"]
+    assert "needs iqn and lun" in r.json()["errors"][0]["msg"]
 
 
 # ---------------------------------------------------------------- reconciliation

@@ -15,13 +15,23 @@ export const token = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
-/** An answer other than 2xx: `status` and the body's `detail` (a string, or a list). */
+/**
+ * An answer other than 2xx, read from its problem details (RFC 9457): `status`, the
+ * message `detail`, the stable `code`, a 422's field `errors` ([{loc, msg, type}]) and
+ * the `requestId` that finds the request in the coordinator's log.
+ */
 export class ApiError extends Error {
-  /** @param {number} status @param {any} detail @param {string} message */
-  constructor(status, detail, message) {
+  /**
+   * @param {number} status @param {any} detail @param {string} message
+   * @param {{code?: string | null, errors?: any[] | null, requestId?: string | null}} [problem]
+   */
+  constructor(status, detail, message, { code = null, errors = null, requestId = null } = {}) {
     super(message);
     this.status = status;
     this.detail = detail;
+    this.code = code;
+    this.errors = errors;
+    this.requestId = requestId;
   }
 }
 
@@ -45,22 +55,34 @@ function headers(extra = {}) {
   return { Authorization: `Bearer ${value}`, ...extra };
 }
 
+/** The JSON object of an answer's body, or {} (not JSON, or not an object). @param {string} text */
+function problemOf(text) {
+  try {
+    const body = JSON.parse(text);
+    return body !== null && typeof body === 'object' && !Array.isArray(body) ? body : {};
+  } catch {
+    return {};
+  }
+}
+
 /** @param {Response} r */
 async function failure(r) {
   const text = await r.text();
-  let detail = text;
-  try {
-    detail = JSON.parse(text).detail ?? text;
-  } catch {
-    // not JSON: the text itself
-  }
+  const problem = problemOf(text);
+  const detail = problem.detail ?? text;
+  const found = {
+    code: typeof problem.code === 'string' ? problem.code : null,
+    errors: Array.isArray(problem.errors) ? problem.errors : null,
+    requestId: problem.request_id ?? r.headers.get('X-Request-ID'),
+  };
   if (r.status === 401) {
     token.clear();
     unauthorized('The coordinator refused the token (401). Sign in again.');
-    return new Unauthorized(401, detail, 'unauthorized');
+    return new Unauthorized(401, detail, 'unauthorized', found);
   }
   const what = typeof detail === 'string' ? detail : JSON.stringify(detail);
-  return new ApiError(r.status, detail, `${r.status}: ${what}`.slice(0, 300));
+  const trace = r.status >= 500 && found.requestId ? ` (request id ${found.requestId})` : '';
+  return new ApiError(r.status, detail, `${r.status}: ${what}`.slice(0, 300) + trace, found);
 }
 
 /**

@@ -11,8 +11,12 @@ is parsed:
   one passes the limit (``_body_limit``);
 - NaN or Infinity in a JSON body: 422 (``_finite_json``).
 
-:func:`install_validation_errors` makes a 422 list the location, message and type of
-each error (at most :data:`MAX_ERRORS`), never the input (``_validation``).
+:func:`install_problems` makes every error answer a problem (RFC 9457,
+:mod:`reservoir.common.problems`) with a stable ``code`` and the request's id, which
+every answer also carries in ``X-Request-ID`` (:mod:`reservoir.common.request_id`); a
+422 lists the location, message and type of each error (at most :data:`MAX_ERRORS`),
+never the input (``_validation``); an exception nothing handled is a 500 that says
+nothing of it (``_problems``).
 """
 
 from collections.abc import Callable, Mapping
@@ -23,9 +27,16 @@ from fastapi import FastAPI
 from ._body_limit import BodyLimit, BodyTooLargeError
 from ._finite_json import NON_FINITE, JsonWatch, NonFiniteJsonError, has_non_finite_number
 from ._guard import BoundaryMiddleware
+from ._problems import (
+    ProblemResponse,
+    UnhandledErrorMiddleware,
+    install_problems,
+    problem_response,
+    send_problem,
+)
 from ._refusal import RefusedError
 from ._token_first import TokenCheck, TokenRefusedError, TokenRoutes, depends_on
-from ._validation import MAX_ERRORS, install_validation_errors, public_errors
+from ._validation import MAX_ERRORS, public_errors
 
 __all__ = [
     "MAX_ERRORS",
@@ -35,15 +46,19 @@ __all__ = [
     "BoundaryMiddleware",
     "JsonWatch",
     "NonFiniteJsonError",
+    "ProblemResponse",
     "RefusedError",
     "TokenCheck",
     "TokenRefusedError",
     "TokenRoutes",
+    "UnhandledErrorMiddleware",
     "depends_on",
     "has_non_finite_number",
-    "install_validation_errors",
+    "install_problems",
+    "problem_response",
     "protect",
     "public_errors",
+    "send_problem",
 ]
 
 
@@ -57,8 +72,10 @@ def protect(
 ) -> None:
     """Installs the boundary on ``app``: ``limit`` for every body, ``larger`` for the
     paths it names; routes that depend on ``token_dependency`` need a token, which
-    ``check_token`` checks from the headers. Middleware added to ``app`` later (CORS)
-    runs outside, so its headers reach these answers too."""
-    install_validation_errors(app)
+    ``check_token`` checks from the headers; every error is answered as a problem
+    (:func:`install_problems`, outside the boundary: its refusals carry the request id
+    too). Middleware added to ``app`` later (CORS) runs outside, so its headers reach
+    these answers too."""
     tokens = TokenRoutes(token_dependency, check_token)
     app.add_middleware(BoundaryMiddleware, limit=limit, larger=larger, tokens=tokens)
+    install_problems(app)

@@ -27,6 +27,8 @@ class BodyLimit:
 
 
 class BodyTooLargeError(RefusedError):
+    code = "body_too_large"
+
     def __init__(self, limit: BodyLimit) -> None:
         super().__init__(413, limit.message())
 

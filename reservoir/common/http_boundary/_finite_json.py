@@ -29,8 +29,11 @@ _OVERLAP = len(b"Infinity") - 1  # a word split over two chunks is seen across t
 
 
 class NonFiniteJsonError(RefusedError):
+    code = "validation_failed"
+
     def __init__(self) -> None:
-        super().__init__(422, [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}])
+        super().__init__(422, NON_FINITE)
+        self.errors = [{"loc": ["body"], "msg": NON_FINITE, "type": "json_invalid"}]
 
 
 class _NonFiniteError(ValueError):

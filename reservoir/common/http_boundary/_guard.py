@@ -1,7 +1,8 @@
 """The middleware of the boundary: it hands the app a ``receive`` that, before the
 first byte of a body, checks the token (where the route needs one) and the declared
 length; then counts the body as it comes; and at the end of a JSON body, looks for NaN.
-A refusal is answered by the app's error handling, or here when it escapes the app."""
+A refusal is answered by the app's error handling, or here when it escapes the app
+(as a problem, ``_problems.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from collections.abc import Mapping
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._answer import answer
 from ._body_limit import BodyLimit, BodyTooLargeError, content_length
 from ._finite_json import JsonWatch, is_json
+from ._problems import Watched, send_problem
 from ._refusal import RefusedError
 from ._token_first import TokenRoutes
 
@@ -50,17 +51,6 @@ class _GuardedReceive:
                 self.json.end()
 
 
-class _Watched:
-    """``send`` that remembers whether the answer has started."""
-
-    def __init__(self, send: Send) -> None:
-        self.send, self.started = send, False
-
-    async def __call__(self, message: Message) -> None:
-        self.started = self.started or message["type"] == "http.response.start"
-        await self.send(message)
-
-
 class BoundaryMiddleware:
     def __init__(
         self,
@@ -77,10 +67,10 @@ class BoundaryMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self.larger.get(scope["path"], self.limit)
-        watched = _Watched(send)
+        watched = Watched(send)
         try:
             await self.app(scope, _GuardedReceive(scope, receive, limit, self.tokens), watched)
         except RefusedError as exc:
             if watched.started:
                 raise
-            await answer(send, exc.status_code, exc.detail, exc.headers)
+            await send_problem(scope, send, exc)

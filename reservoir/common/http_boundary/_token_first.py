@@ -27,6 +27,8 @@ TokenCheck = Callable[[Headers], str | None]
 
 
 class TokenRefusedError(RefusedError):
+    code = "unauthorized"
+
     def __init__(self, detail: str) -> None:
         super().__init__(401, detail, headers={"WWW-Authenticate": "Bearer"})
 

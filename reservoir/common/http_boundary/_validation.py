@@ -4,7 +4,8 @@ FastAPI's own answer to a request that does not validate lists, for each error, 
 ``input`` (the value refused, up to the whole body when its shape is wrong: a token in
 it included) and ``ctx``; a body of 50 MB came back whole, and a value that JSON cannot
 encode (NaN) made the answer itself fail. Here each error is its location, message and
-type only, long texts are cut, and at most :data:`MAX_ERRORS` errors are listed.
+type only, long texts are cut, and at most :data:`MAX_ERRORS` errors are listed (the
+``errors`` of the 422's problem, ``_problems.py``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-
-__all__ = ["MAX_ERRORS", "install_validation_errors", "public_errors"]
+__all__ = ["MAX_ERRORS", "public_errors"]
 
 MAX_ERRORS = 20
 MAX_MESSAGE = 200  # characters of a message (a validator's may quote the value)
@@ -50,12 +47,3 @@ def public_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         more = len(errors) - MAX_ERRORS
         listed.append({"loc": [], "msg": f"and {more} more errors", "type": "too_many_errors"})
     return listed
-
-
-async def _handle(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    return JSONResponse({"detail": public_errors(exc.errors())}, status_code=422)
-
-
-def install_validation_errors(app: FastAPI) -> None:
-    app.add_exception_handler(RequestValidationError, _handle)

@@ -209,8 +209,9 @@ HeartbeatSender = Annotated[str, Depends(heartbeat_sender)]
 
 
 def _error(description: str) -> dict[str, Any]:
-    schema = {"type": "object", "properties": {"detail": {"type": "string"}}}
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+    """An error answer of the OpenAPI document; its body, a ``Problem``, is added to
+    every error answer by ``reservoir.common.http_boundary``."""
+    return {"description": description}
 
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -76,7 +76,7 @@ class InvalidFieldsError(InvalidRequestError):
             {"loc": ["body", *loc], "msg": msg, "type": "value_error"} for loc, msg in errors
         ]
 
-    def detail(self) -> object:
+    def field_errors(self) -> list[dict[str, Any]] | None:
         return self.errors
 
 

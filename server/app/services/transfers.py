@@ -18,7 +18,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from reservoir.server.app import events
-from reservoir.server.app.errors import ConflictError, InvalidRequestError, NotFoundError
+from reservoir.server.app.errors import (
+    ConflictError,
+    IdempotencyKeyReusedError,
+    InvalidRequestError,
+    NotFoundError,
+)
 from reservoir.server.app.models import (
     TransferCreate,
     TransferEventPublic,
@@ -208,7 +213,7 @@ def create(
             first = session.scalars(select(Transfer).where(Transfer.idempotency_key == key)).first()
             if first is not None:
                 if first.request_digest != digest:
-                    raise ConflictError(
+                    raise IdempotencyKeyReusedError(
                         f"Idempotency-Key {key!r} was used for another request (transfer "
                         f"{first.id}): a key names one request"
                     )

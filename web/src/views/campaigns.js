@@ -205,11 +205,11 @@ function showErrors(e, errors, form) {
     formError.textContent = `The coordinator did not answer: ${e}`;
     return;
   }
-  if (e.status !== 422 || !Array.isArray(e.detail)) {
+  if (e.status !== 422 || !e.errors) {
     formError.textContent = `Refused (${e.status}): ${typeof e.detail === 'string' ? e.detail : JSON.stringify(e.detail)}`;
     return;
   }
-  for (const item of e.detail) {
+  for (const item of e.errors) {
     const name = (Array.isArray(item.loc) ? item.loc : []).find((/** @type {unknown} */ x) => typeof x === 'string' && x !== 'body');
     const key = errors.has(name) ? name : '_form';
     const el = /** @type {HTMLElement} */ (errors.get(key));

@@ -1,6 +1,6 @@
 // The transfers: a list (state, progress, rate, ETA), refreshed every 1.5 s, and the
 // form that starts one. The form leaves validation to the API: a 422 answer's
-// field-level messages (detail = [{loc, msg, type}]) are shown next to their fields.
+// field-level messages (errors = [{loc, msg, type}]) are shown next to their fields.
 
 import { api, ApiError, newKey, Unauthorized } from '../api.js';
 import { fill, h, panel, table } from '../dom.js';
@@ -198,11 +198,11 @@ function showErrors(e, errors, form) {
     formError.textContent = `The coordinator did not answer: ${e}`;
     return;
   }
-  if (e.status !== 422 || !Array.isArray(e.detail)) {
+  if (e.status !== 422 || !e.errors) {
     formError.textContent = `Refused (${e.status}): ${typeof e.detail === 'string' ? e.detail : JSON.stringify(e.detail)}`;
     return;
   }
-  for (const item of e.detail) {
+  for (const item of e.errors) {
     const names = (Array.isArray(item.loc) ? item.loc : []).filter((/** @type {unknown} */ x) => typeof x === 'string' && x !== 'body');
     let key = '_form';
     for (let n = names.length; n > 0; n--) {

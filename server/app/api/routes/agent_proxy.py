@@ -16,14 +16,16 @@ The coordinator does not import those models because importing
 ``reservoir.agent.control.models`` runs ``reservoir.agent.control``'s ``__init__``, which
 loads the whole agent (iSCSI target, transfer engine, io_uring storage, crc32c, xxhash).
 
-Errors, translated once in :func:`_forwarded`::
+Errors, translated once in :func:`_forwarded` (problems, with these codes)::
 
-    no agent of that id                      404  "no agent 'x'" (as GET /agents/{id})
-    the agent refused (AgentRefusedError)    its status (404, 409, 422, 429, 503),
+    no agent of that id                      404  not_found: "no agent 'x'" (as GET /agents/{id})
+    the agent refused (AgentRefusedError)    its status (404, 409, 422, 429, 503) and code,
                                                   "agent NAME: <the agent's detail>"
-    the agent refused the coordinator's      502  (its 401/403: its tokens lack the digest
-      token                                        ``agent-credentials NAME`` prints)
-    unreachable, timed out, 5xx, not JSON    502  "agent NAME: no usable answer from URL (why)"
+    the agent refused the coordinator's      502  agent_token_refused (its 401/403: its
+      token                                        tokens lack the digest
+                                                   ``agent-credentials NAME`` prints)
+    unreachable, timed out, 5xx, not JSON    502  agent_unreachable: "agent NAME: no usable
+                                                   answer from URL (why)"
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Path, Request, status
+from fastapi import APIRouter, Body, Depends, Path, Request, status
 from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir.server.app.agent_client import (
     AgentError,
     AgentRef,
     AgentRefusedError,
+    AgentTokenRefusedError,
+    AgentUnreachableError,
+    ForwardedRefusalError,
     HttpAgentClient,
 )
 from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, UserAuth
@@ -97,18 +102,16 @@ def _forwarded(agent: AgentRef) -> Iterator[None]:
         yield
     except AgentRefusedError as exc:
         if exc.status in (status.HTTP_401_UNAUTHORIZED, status.HTTP_403_FORBIDDEN):
-            raise HTTPException(
-                status.HTTP_502_BAD_GATEWAY,
+            raise AgentTokenRefusedError(
                 f"agent {agent.name}: it refused the coordinator's token ({exc.status}: "
                 f"{exc.answer}); give it the digest `reservoir server agent-credentials "
-                f"{agent.name}` prints",
+                f"{agent.name}` prints"
             ) from exc
-        raise HTTPException(exc.status, f"agent {agent.name}: {exc.answer}") from exc
+        raise ForwardedRefusalError(f"agent {agent.name}: {exc.answer}", exc) from exc
     except AgentError as exc:  # AgentUnreachableError
         reason = str(exc).removeprefix(f"agent {agent.name!r}: ")
-        raise HTTPException(
-            status.HTTP_502_BAD_GATEWAY,
-            f"agent {agent.name}: no usable answer from {agent.control_url} ({reason})",
+        raise AgentUnreachableError(
+            f"agent {agent.name}: no usable answer from {agent.control_url} ({reason})"
         ) from exc
 
 
