@@ -4,6 +4,7 @@ started and stopped together inside one event loop (the API server's)."""
 from __future__ import annotations
 
 import logging
+import ssl
 from pathlib import Path
 
 from reservoir.agent.control.copies import CopyFn, CopyManager
@@ -99,8 +100,16 @@ class Agent:
             ) from None
         if not token:
             raise AgentSettingsError(f"coordinator_token_file {s.coordinator_token_file} is empty")
+        verify: ssl.SSLContext | bool = True
+        if s.coordinator_ca_file is not None:
+            try:
+                verify = ssl.create_default_context(cafile=str(s.coordinator_ca_file))
+            except (OSError, ssl.SSLError) as exc:
+                raise AgentSettingsError(
+                    f"coordinator_ca_file {s.coordinator_ca_file}: {exc}"
+                ) from None
         log.info("heartbeats to %s every %g s", s.coordinator, s.heartbeat_interval)
-        return Heartbeat(s.coordinator, token, s.heartbeat_interval)
+        return Heartbeat(s.coordinator, token, s.heartbeat_interval, verify=verify)
 
     def _open_caps(self) -> None:
         """The cwnd cap mechanism, opened before any copy makes a connection (the BPF

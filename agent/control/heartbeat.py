@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 import httpx
@@ -34,8 +35,10 @@ class Heartbeat:
         interval: float,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.url = url.rstrip("/") + HEARTBEAT_PATH
+        self._verify = verify
         self.interval = interval
         self._headers = {"Authorization": f"Bearer {token}"}
         self._transport = transport
@@ -53,10 +56,14 @@ class Heartbeat:
             self._task = None
 
     async def _run(self) -> None:
-        async with httpx.AsyncClient(timeout=TIMEOUT_S, transport=self._transport) as client:
+        async with self.client() as client:
             while True:
                 await self.beat(client)
                 await asyncio.sleep(self.interval)
+
+    def client(self) -> httpx.AsyncClient:
+        """The client heartbeats are sent with (the coordinator's CA, if one is given)."""
+        return httpx.AsyncClient(timeout=TIMEOUT_S, transport=self._transport, verify=self._verify)
 
     async def beat(self, client: httpx.AsyncClient) -> bool:
         """One heartbeat; whether the coordinator took it."""

@@ -27,6 +27,7 @@ import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -288,6 +289,17 @@ class HttpAgentClient:
         await self._http.aclose()
 
 
+def agent_trust(ca_file: Path | None) -> ssl.SSLContext | bool:
+    """What agents' HTTPS certificates are checked against: the CA certificates of
+    ``ca_file``, else the system's trust store (one context, loaded once)."""
+    if ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise SettingsError(f"agent_ca_file {ca_file}: {exc}") from None
+
+
 class OneShotVolumeLister:
     """Asks an agent for its volumes with an :class:`HttpAgentClient` of its own per call:
     registrations are rare, and nothing pooled outlives the request."""
@@ -298,13 +310,17 @@ class OneShotVolumeLister:
         *,
         timeout: float = TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.credentials = credentials
         self.timeout = timeout
         self.transport = transport
+        self.verify = verify
 
     async def volumes(self, agent: AgentRef) -> list[Json]:
-        client = HttpAgentClient(self.credentials, timeout=self.timeout, transport=self.transport)
+        client = HttpAgentClient(
+            self.credentials, timeout=self.timeout, transport=self.transport, verify=self.verify
+        )
         try:
             return await client.volumes(agent)
         finally:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -16,7 +18,12 @@ from reservoir.common.http_boundary import BodyLimit, protect
 from reservoir.common.openapi import operation_id
 from reservoir.server.app import db, web
 from reservoir.server.app.agent_client import TIMEOUT as AGENT_TIMEOUT
-from reservoir.server.app.agent_client import HttpAgentClient, OneShotVolumeLister, VolumeLister
+from reservoir.server.app.agent_client import (
+    HttpAgentClient,
+    OneShotVolumeLister,
+    VolumeLister,
+    agent_trust,
+)
 from reservoir.server.app.api import deps
 from reservoir.server.app.api.routes import (
     agent_proxy,
@@ -33,6 +40,7 @@ from reservoir.server.app.campaign_watch import CampaignWatcher
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import ServerSettings
 from reservoir.server.app.errors import install_handlers
+from reservoir.server.app.leadership import Leadership, holder_name
 from reservoir.server.domain.equalizer_loop import EqualizerLoop
 from reservoir.server.domain.probe import LinkProber
 from reservoir.server.domain.scheduler import AgentScheduler, NoopScheduler, Scheduler
@@ -44,39 +52,84 @@ API_PREFIX = "/api/v1"
 
 
 @dataclass
-class _Services:
-    """What the app runs beside its routes, started and stopped by its lifespan."""
+class _Loops:
+    """What acts on its own and runs only while this coordinator leads: the scheduler
+    and, with the agents' scheduler, the telemetry collector and the equalizer. A set
+    runs once: the next leadership gets a new set (``_Services.new_loops``)."""
 
-    engine: Engine
-    sessions: sessionmaker[Session]
     scheduler: Scheduler
     collector: TelemetryCollector | None
     equalizer: EqualizerLoop | None
-    prober: LinkProber
-    proxy: HttpAgentClient
-    watcher: CampaignWatcher
+    ran: bool = False
 
-    async def start(self) -> None:
-        db.upgrade(self.engine)
-        self.prober.recover()
+    async def start(self, sessions: sessionmaker[Session]) -> None:
+        self.ran = True
         if isinstance(self.scheduler, AgentScheduler):
-            await self.scheduler.start(self.sessions)
+            await self.scheduler.start(sessions)
         if self.collector is not None:
             await self.collector.start()
         if self.equalizer is not None:
             await self.equalizer.start()
-        await self.watcher.start()
 
     async def stop(self) -> None:
-        await self.prober.stop()
-        await self.proxy.aclose()
-        await self.watcher.stop()
+        """Stops them (those never started only close their clients)."""
         if self.equalizer is not None:
             await self.equalizer.stop()
         if self.collector is not None:
             await self.collector.stop()
         if isinstance(self.scheduler, AgentScheduler):
             await self.scheduler.stop()
+
+
+@dataclass
+class _Services:
+    """What the app runs beside its routes, started and stopped by its lifespan; what
+    acts on its own runs only while this coordinator holds the leader's lease
+    (``leadership.py``)."""
+
+    settings: ServerSettings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    loops: _Loops
+    new_loops: Callable[[], _Loops]
+    prober: LinkProber
+    proxy: HttpAgentClient
+    watcher: CampaignWatcher
+    state: Any = None  # the app's state, where the routes find the current scheduler
+    leadership: Leadership | None = None
+
+    async def start(self) -> None:
+        db.upgrade(self.engine)
+        self.leadership = Leadership(
+            self.sessions,
+            lease=self.settings.lease_seconds,
+            url=self.settings.public_url,
+            holder=holder_name(self.settings.listen),
+            on_elected=self._lead,
+            on_deposed=self._stand_by,
+        )
+        self.state.leadership = self.leadership
+        await self.leadership.start()
+
+    async def _lead(self) -> None:
+        if self.loops.ran:
+            self.loops = self.new_loops()
+            self.state.scheduler = self.loops.scheduler
+        await asyncio.to_thread(self.prober.recover)
+        await self.loops.start(self.sessions)
+        await self.watcher.start()
+
+    async def _stand_by(self) -> None:
+        await self.watcher.stop()
+        await self.loops.stop()
+
+    async def stop(self) -> None:
+        if self.leadership is not None:
+            await self.leadership.stop()
+        if not self.loops.ran:
+            await self.loops.stop()
+        await self.prober.stop()
+        await self.proxy.aclose()
         self.engine.dispose()
 
 
@@ -92,29 +145,39 @@ def _services(
 ) -> _Services:
     """The given services, and defaults for the others: the scheduler of
     ``settings.scheduler`` and, with the agents' scheduler, the telemetry collector and
-    the equalizer; each talks to the agents with the tokens ``credentials`` derive."""
+    the equalizer; each talks to the agents with the tokens ``credentials`` derive.
+    Given loops serve the first leadership; later ones get defaults."""
     engine = engine or db.make_engine(settings.database_url)
     sessions = db.make_sessions(engine)
 
-    def client(timeout: float = AGENT_TIMEOUT) -> HttpAgentClient:
-        return HttpAgentClient(credentials, timeout=timeout)
+    trust = agent_trust(settings.agent_ca_file)
 
-    if scheduler is None:
-        scheduler = (
-            AgentScheduler(sessions, client(), interval=settings.scheduler_interval)
-            if settings.scheduler == "agents"
-            else NoopScheduler()
-        )
-    if collector is None and isinstance(scheduler, AgentScheduler):
-        collector = TelemetryCollector(sessions, client(5.0), on_copy_ended=scheduler.wake)
-    if equalizer is None and isinstance(scheduler, AgentScheduler):
-        equalizer = EqualizerLoop(sessions, client())
+    def client(timeout: float = AGENT_TIMEOUT) -> HttpAgentClient:
+        return HttpAgentClient(credentials, timeout=timeout, verify=trust)
+
+    def new_loops(
+        scheduler: Scheduler | None = None,
+        collector: TelemetryCollector | None = None,
+        equalizer: EqualizerLoop | None = None,
+    ) -> _Loops:
+        if scheduler is None:
+            scheduler = (
+                AgentScheduler(sessions, client(), interval=settings.scheduler_interval)
+                if settings.scheduler == "agents"
+                else NoopScheduler()
+            )
+        if collector is None and isinstance(scheduler, AgentScheduler):
+            collector = TelemetryCollector(sessions, client(5.0), on_copy_ended=scheduler.wake)
+        if equalizer is None and isinstance(scheduler, AgentScheduler):
+            equalizer = EqualizerLoop(sessions, client())
+        return _Loops(scheduler, collector, equalizer)
+
     return _Services(
+        settings=settings,
         engine=engine,
         sessions=sessions,
-        scheduler=scheduler,
-        collector=collector,
-        equalizer=equalizer,
+        loops=new_loops(scheduler, collector, equalizer),
+        new_loops=new_loops,
         prober=LinkProber(sessions, client(30)),
         proxy=client(agent_proxy.TIMEOUT),  # routes/agent_proxy.py
         watcher=campaign_watcher or CampaignWatcher(sessions),
@@ -209,7 +272,9 @@ def create_app(
     )
     app.state.settings = settings
     app.state.credentials = credentials
-    app.state.volume_lister = volume_lister or OneShotVolumeLister(credentials)
+    app.state.volume_lister = volume_lister or OneShotVolumeLister(
+        credentials, verify=agent_trust(settings.agent_ca_file)
+    )
     _expose(app, services)
     install_handlers(app)
     _protect(app, settings, credentials, services.sessions)
@@ -220,8 +285,10 @@ def create_app(
 
 def _expose(app: FastAPI, services: _Services) -> None:
     """The services the routes reach through ``app.state`` (``api/deps.py``)."""
+    services.state = app.state
     app.state.sessions = services.sessions
-    app.state.scheduler = services.scheduler
+    app.state.scheduler = services.loops.scheduler
+    app.state.leadership = None  # the lifespan's (routes: deps.require_leader)
     app.state.prober = services.prober
     app.state.agent_proxy = services.proxy
     app.state.campaigns = services.watcher

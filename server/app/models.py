@@ -564,6 +564,14 @@ class TransferEventPublic(BaseModel):
 
 class Health(BaseModel):
     status: str = "ok"
+    role: Literal["leader", "standby"] | None = Field(
+        default=None,
+        description="leader: this coordinator runs the scheduler; standby: another one does "
+        "(or none, while the lease has run out); null: not serving (no lifespan)",
+    )
+    leader_url: str | None = Field(
+        default=None, description="where the leading coordinator serves its API, if one leads"
+    )
 
 
 class NicPacingPublic(BaseModel):

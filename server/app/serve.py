@@ -19,9 +19,10 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 def make_server(settings: ServerSettings) -> uvicorn.Server:
     """A uvicorn server for the coordinator; ``run()`` serves until SIGINT/SIGTERM."""
     app = create_app(settings)
-    if settings.host not in LOOPBACK:
+    if settings.host not in LOOPBACK and settings.tls_cert is None:
         log.warning(
-            "the API listens on %s without TLS: put a TLS proxy in front, tokens travel in clear",
+            "the API listens on %s without TLS (tls_cert, tls_key): tokens travel in clear "
+            "unless a TLS proxy is in front",
             settings.listen,
         )
     config = uvicorn.Config(
@@ -32,5 +33,7 @@ def make_server(settings: ServerSettings) -> uvicorn.Server:
         log_level=logging.getLogger().getEffectiveLevel(),
         access_log=False,
         server_header=False,
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
     )
     return uvicorn.Server(config)

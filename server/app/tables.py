@@ -33,6 +33,7 @@ __all__ = [
     "AgentVolume",
     "Base",
     "CampaignRun",
+    "CoordinatorLease",
     "Link",
     "NicPacingRate",
     "StreamSample",
@@ -365,3 +366,17 @@ class CampaignRun(Base):
     results_at: Mapped[datetime | None]
     results: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
     summary: Mapped[dict[str, Any] | None]  # summary rows and a few facts of the results
+
+
+class CoordinatorLease(Base):
+    """Which coordinator leads (``leadership.py``): one row per lease, ``name`` leader.
+    Times are seconds since the epoch by the database's clock, so coordinators on
+    hosts whose clocks differ agree on when a lease has run out."""
+
+    __tablename__ = "coordinator_leases"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(NAME), default="")  # "" nobody
+    url: Mapped[str | None] = mapped_column(String(2048))  # where the holder serves its API
+    acquired_at: Mapped[float] = mapped_column(Float, default=0.0)
+    expires_at: Mapped[float] = mapped_column(Float, default=0.0)

@@ -114,9 +114,11 @@ def real_agent(
     luns: int = 0,
     size: int = 64 * MiB,
     copy_fn: CopyFn = engine_copy,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[RunningAgent]:
     """The agent ``name`` with ``sources`` source files and ``luns`` LUN files (sparse,
-    ``size`` bytes each) in ``folder/name``, serving until the block ends."""
+    ``size`` bytes each) in ``folder/name``, serving until the block ends; over HTTPS
+    with ``tls`` (certificate, key)."""
     home = folder / name
     home.mkdir(parents=True)
     files = [_blank(home / f"src{i}.img", size) for i in range(sources)]
@@ -145,12 +147,14 @@ def real_agent(
         target_config=target,
         source_volumes=files,
         cwnd_caps="pacing-rate",  # the agent runs in the test process: no cgroup move
+        tls_cert=tls[0] if tls else None,
+        tls_key=tls[1] if tls else None,
     )
     agent = Agent(settings, copy_fn=copy_fn)
     with running(make_agent_server(settings, agent), f"agent-{name}"):
         yield RunningAgent(
             name=name,
-            url=f"http://127.0.0.1:{settings.port}",
+            url=f"{'https' if tls else 'http'}://127.0.0.1:{settings.port}",
             sources=files,
             luns=lun_files,
             iqn=iqn,

@@ -29,14 +29,15 @@ MiB = 1 << 20
 Json = dict[str, Any]
 
 
-def settings_for(db: Path) -> ServerSettings:
-    """The API alone (no scheduler), with the key the test agents know (agents.key_file)."""
+def settings_for(database_url: str, key_dir: Path) -> ServerSettings:
+    """The API alone (no scheduler) on ``database_url``, with the key the test agents know
+    (agents.key_file) in ``key_dir``."""
     return ServerSettings(
-        database_url=f"sqlite:///{db}",
+        database_url=database_url,
         listen=f"127.0.0.1:{free_port()}",
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         scheduler="off",
-        secret_key_file=key_file(db.parent),
+        secret_key_file=key_file(key_dir),
     )
 
 
@@ -60,8 +61,8 @@ def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def api(server_dir: Path) -> Iterator[str]:
-    with serve_in_thread(settings_for(server_dir / "server.db")) as url:
+def api(server_dir: Path, module_database_url: str) -> Iterator[str]:
+    with serve_in_thread(settings_for(module_database_url, server_dir)) as url:
         yield url
 
 
@@ -73,8 +74,9 @@ def credentials(api: str, server_dir: Path) -> AgentCredentials:
 
 @pytest.fixture(scope="module")
 def disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAgent]:
-    """A real agent with source files enough for every registration of this module."""
-    with real_agent(tmp_path_factory.mktemp("disks"), "disks", sources=24) as agent:
+    """A real agent with source files enough for every registration of this module, on
+    both databases."""
+    with real_agent(tmp_path_factory.mktemp("disks"), "disks", sources=48) as agent:
         yield agent
 
 
@@ -142,7 +144,7 @@ def new_transfer(c: httpx.Client, disks: RunningAgent, tag: str) -> Json:
 
 def test_health_needs_no_token(api: str) -> None:
     with client(api, token=None) as c:
-        assert c.get("/health").json() == {"status": "ok"}
+        assert c.get("/health").json() == {"status": "ok", "role": "leader", "leader_url": api}
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token-0123456789abcdef", ""])
@@ -267,12 +269,13 @@ def test_transfer_walks_its_states_and_records_every_change(api: str, disks: Run
 # ---------------------------------------------------------------- persistence and schema
 
 
-def test_data_survives_a_restart_on_the_same_database(tmp_path: Path, disks: RunningAgent) -> None:
-    db = tmp_path / "server.db"
-    with serve_in_thread(settings_for(db)) as url, client(url) as c:
+def test_data_survives_a_restart_on_the_same_database(
+    tmp_path: Path, database_url: str, disks: RunningAgent
+) -> None:
+    with serve_in_thread(settings_for(database_url, tmp_path)) as url, client(url) as c:
         t = new_transfer(c, disks, "restart")
         c.post(f"/transfers/{t['id']}/pause")
-    with serve_in_thread(settings_for(db)) as url, client(url) as c:
+    with serve_in_thread(settings_for(database_url, tmp_path)) as url, client(url) as c:
         again = c.get(f"/transfers/{t['id']}").json()
         agents = c.get("/agents").json()
         events = c.get(f"/transfers/{t['id']}/events").json()

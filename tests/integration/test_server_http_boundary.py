@@ -28,7 +28,8 @@ NON_FINITE = "NaN and Infinity are not valid JSON numbers"
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> ServerSettings:
-    return settings_for(tmp_path_factory.mktemp("boundary") / "server.db")
+    folder = tmp_path_factory.mktemp("boundary")
+    return settings_for(f"sqlite:///{folder / 'server.db'}", folder)
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +241,7 @@ def test_a_token_in_an_error_is_never_echoed_whatever_its_field(api: str) -> Non
 
 
 def test_the_upload_limit_is_its_own_setting(tmp_path: Path) -> None:
-    base = settings_for(tmp_path / "server.db")
+    base = settings_for(f"sqlite:///{tmp_path / 'server.db'}", tmp_path)
     small = base.model_copy(update={"max_body_bytes": 4096, "max_upload_bytes": 2 * MiB})
     with serve_in_thread(small) as url, client(url) as c:
         json_type = {"Content-Type": "application/json"}

@@ -81,9 +81,11 @@ def agent(settings: AgentSettings) -> Iterator[str]:
 
 
 @contextmanager
-def coordinator(db: Path, port: int) -> Iterator[httpx.Client]:
+def coordinator(site: Site) -> Iterator[httpx.Client]:
+    port = site.port
     settings = ServerSettings(
-        database_url=f"sqlite:///{db}",
+        database_url=site.database_url,
+        secret_key_file=site.key,
         listen=f"127.0.0.1:{port}",
         user_tokens=[USER],  # type: ignore[list-item]
         scheduler_interval=0.2,
@@ -98,7 +100,7 @@ def coordinator(db: Path, port: int) -> Iterator[httpx.Client]:
 class Site:
     """Files, ports and state folders of the two agents and the coordinator."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, database_url: str | None = None) -> None:
         self.tmp = tmp
         self.sources = [tmp / f"src{i}.img" for i in range(2)]
         for path in self.sources:
@@ -120,9 +122,10 @@ class Site:
         )
         self.target = tmp / "target.toml"
         tcfg.save(config, self.target)
-        self.db = tmp / "server.db"
-        # the coordinator's key, beside its database: what it derives for agents a and b
-        credentials = AgentCredentials.from_file(tmp / "server.key")
+        self.database_url = database_url or f"sqlite:///{tmp / 'server.db'}"
+        # the coordinator's key: what it derives for agents a and b
+        self.key = tmp / "server.key"
+        credentials = AgentCredentials.from_file(self.key)
         self.a = agent_settings(
             tmp / "agent-a", free_port(), credentials.control_digest("a"), sources=self.sources
         )
@@ -231,12 +234,12 @@ def midway(t: Json) -> bool:
 
 
 @pytest.fixture
-def site(tmp_path: Path) -> Site:
-    return Site(tmp_path)
+def site(tmp_path: Path, database_url: str) -> Site:
+    return Site(tmp_path, database_url)
 
 
 def test_a_transfer_of_two_legs_copies_every_member_byte_for_byte(site: Site) -> None:
-    with agent(site.a), agent(site.b), coordinator(site.db, site.port) as c:
+    with agent(site.a), agent(site.b), coordinator(site) as c:
         t = site.register(c, verification="receipt")
         done = wait(c, t["id"], completed)
     site.assert_copied()
@@ -256,7 +259,7 @@ def test_a_transfer_of_two_legs_copies_every_member_byte_for_byte(site: Site) ->
 
 
 def test_pause_then_resume_mid_transfer_completes_from_the_checkpoints(site: Site) -> None:
-    with agent(site.a), agent(site.b), coordinator(site.db, site.port) as c:
+    with agent(site.a), agent(site.b), coordinator(site) as c:
         tid = site.register(c)["id"]
         wait(c, tid, midway)
         ok(c.post(f"/transfers/{tid}/pause"))
@@ -270,12 +273,12 @@ def test_pause_then_resume_mid_transfer_completes_from_the_checkpoints(site: Sit
 
 def test_a_coordinator_restart_mid_transfer_completes_without_resending(site: Site) -> None:
     with agent(site.b):
-        with agent(site.a), coordinator(site.db, site.port) as c:
+        with agent(site.a), coordinator(site) as c:
             tid = site.register(c)["id"]
             wait(c, tid, midway)
             # the coordinator is down; the source agent stops too (its copies pause
             # with their checkpoints) and comes back
-        with agent(site.a), coordinator(site.db, site.port) as c:
+        with agent(site.a), coordinator(site) as c:
             done = wait(c, tid, completed)
             history = events(c, tid)
     site.assert_copied()

@@ -23,8 +23,8 @@ Json = dict[str, Any]
 
 
 @pytest.fixture
-def site(tmp_path: Path) -> Site:
-    return Site(tmp_path)
+def site(tmp_path: Path, database_url: str) -> Site:
+    return Site(tmp_path, database_url)
 
 
 def read_live(url: str, tid: str, out: list[tuple[str, Any]], done: threading.Event) -> None:
@@ -59,7 +59,7 @@ def scrape(c: httpx.Client) -> dict[str, list[Any]]:
 
 
 def test_streams_live_and_metrics_of_a_running_transfer(site: Site) -> None:
-    with agent(site.a), agent(site.b), coordinator(site.db, site.port) as c:
+    with agent(site.a), agent(site.b), coordinator(site) as c:
         base = str(c.base_url).rstrip("/")
         assert httpx.get(base.replace("/api/v1", "/metrics")).status_code == 401
         tid = site.register(c)["id"]

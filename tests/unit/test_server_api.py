@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -50,11 +49,11 @@ class Api(httpx.Client):
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    """The app in process on a fresh SQLite file migrated to head (as the lifespan does);
-    the agents it registers are fakes of their ``GET /volumes``."""
+def api(database_url: str) -> Iterator[Api]:
+    """The app in process on a fresh database (SQLite, PostgreSQL) migrated to head (as
+    the lifespan does); the agents it registers are fakes of their ``GET /volumes``."""
     settings = ServerSettings(
-        database_url=f"sqlite:///{tmp_path / 'server.db'}",
+        database_url=database_url,
         user_tokens=[USER],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         scheduler="off",  # the API alone: the agents registered here do not exist
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -77,9 +76,9 @@ class FakeAgents:
 class World:
     """A coordinator app in process with an :class:`AgentScheduler` on a fake client."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, database_url: str) -> None:
         settings = ServerSettings(
-            database_url=f"sqlite:///{tmp_path / 'server.db'}",
+            database_url=database_url,
             user_tokens=[USER],  # type: ignore[list-item]
         )
         self.engine = db.make_engine(settings.database_url)
@@ -157,8 +156,8 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
+def world(database_url: str) -> Iterator[World]:
+    w = World(database_url)
     yield w
     w.close()
 

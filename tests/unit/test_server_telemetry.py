@@ -129,8 +129,8 @@ def test_caps_and_nic_rates_come_from_the_copy() -> None:
 
 
 @pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    engine = db.make_engine(f"sqlite:///{tmp_path / 'server.db'}")
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    engine = db.make_engine(database_url)
     db.upgrade(engine)
     yield db.make_sessions(engine)
     engine.dispose()

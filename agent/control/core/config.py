@@ -8,6 +8,7 @@
     tokens = ["sha256:<64 hex digits>"]             # required; or plain tokens; never logged
     coordinator = "https://coordinator:8470"        # optional: send heartbeats there
     coordinator_token_file = "coordinator.token"    # its heartbeat token (with coordinator)
+    coordinator_ca_file = "ca.pem"                  # optional: the CA of its HTTPS certificate
     heartbeat_interval = 15.0                       # s between heartbeats
     state_dir = "/var/lib/reservoir/agent"
     target_config = "target.toml"                   # optional builtin iSCSI target
@@ -92,6 +93,9 @@ class AgentSettings(BaseModel):
     # The coordinator's base URL (http or https): heartbeats go there when it is set.
     coordinator: str | None = Field(default=None, pattern=r"^https?://[^/\s]+(/\S*)?$")
     heartbeat_interval: float = Field(default=15.0, ge=1.0, le=3600.0)
+    # PEM CA certificates the coordinator's HTTPS certificate is checked against
+    # (default: the system's trust store).
+    coordinator_ca_file: Path | None = Field(default=None, strict=False)
     state_dir: Path = Field(strict=False)
     target_config: Path | None = Field(default=None, strict=False)
     # Files or block devices copies may read and write besides the target's LUNs.
@@ -181,7 +185,14 @@ def load_settings(path: str | Path) -> AgentSettings:
         raw = read_table(path, "agent")
     except SettingsFileError as exc:
         raise AgentSettingsError(str(exc)) from None
-    for key in ("state_dir", "target_config", "tls_cert", "tls_key", "coordinator_token_file"):
+    for key in (
+        "state_dir",
+        "target_config",
+        "tls_cert",
+        "tls_key",
+        "coordinator_token_file",
+        "coordinator_ca_file",
+    ):
         _resolve(path.parent, raw, key)
     _resolve_list(path.parent, raw, "source_volumes")
     try:

@@ -28,7 +28,8 @@ from starlette.datastructures import Headers
 from reservoir.common import tokens as token_rule
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import ServerSettings
-from reservoir.server.app.errors import NotFoundError
+from reservoir.server.app.errors import NotFoundError, StandbyError
+from reservoir.server.app.leadership import Leadership, current_lease
 from reservoir.server.app.tables import Agent
 from reservoir.server.domain.scheduler import Scheduler
 
@@ -36,9 +37,11 @@ __all__ = [
     "AUTH_RESPONSES",
     "CONFLICT",
     "NOT_FOUND",
+    "STANDBY_RESPONSE",
     "AgentAuth",
     "CredentialsDep",
     "HeartbeatSender",
+    "LeaderOnly",
     "Role",
     "SchedulerDep",
     "SessionDep",
@@ -89,6 +92,24 @@ def get_scheduler(request: Request) -> Scheduler:
 
 
 SchedulerDep = Annotated[Scheduler, Depends(get_scheduler)]
+
+
+def require_leader(request: Request) -> None:
+    """503 ``not_leader`` on a standby coordinator, naming the leader: for what runs in
+    the coordinator's own process (``leadership.py``). An app whose lifespan has not
+    run (no leadership) runs nothing of the kind either, and lets it through."""
+    leadership: Leadership | None = request.app.state.leadership
+    if leadership is None or leadership.leading:
+        return
+    lease = current_lease(request.app.state.sessions)
+    url = lease.url if lease is not None and lease.holder and lease.expires_in > 0 else None
+    raise StandbyError(f"{request.method} {request.url.path}", url)
+
+
+LeaderOnly = Depends(require_leader)
+STANDBY_RESPONSE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "a standby coordinator: the leader does this (its URL is named)"}
+}
 
 
 def _unauthorized(detail: str) -> HTTPException:

@@ -129,6 +129,32 @@ class _ServerFields(BaseModel):
     scheduler_interval: float = Field(
         default=1.0, gt=0, le=60, description="seconds between the scheduler's polls"
     )
+    lease_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        le=300,
+        description="the leader's lease (leadership.py): a standby coordinator on the same "
+        "database leads within lease_seconds * 4/3 of the leader's end",
+    )
+    advertise_url: str | None = Field(
+        default=None,
+        description="where this coordinator's API is reached, named by standbys' 503 "
+        "answers while it leads; default: http://LISTEN",
+    )
+    tls_cert: Path | None = Field(
+        default=None,
+        strict=False,  # a TOML string
+        description="PEM certificate (chain) of the API; with tls_key the API is HTTPS",
+    )
+    tls_key: Path | None = Field(
+        default=None, strict=False, description="PEM private key of tls_cert"
+    )
+    agent_ca_file: Path | None = Field(
+        default=None,
+        strict=False,
+        description="PEM CA certificates that agents' HTTPS certificates are checked "
+        "against; default: the system's trust store",
+    )
     data_dir: Path | None = Field(
         default=None,
         strict=False,  # a TOML string
@@ -185,6 +211,12 @@ class ServerSettings(_ServerFields, BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     @model_validator(mode="after")
+    def _tls_pair(self) -> ServerSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        return self
+
+    @model_validator(mode="after")
     def _secure(self) -> ServerSettings:
         if self.environment == "development":
             return self
@@ -209,6 +241,15 @@ class ServerSettings(_ServerFields, BaseSettings):
     @property
     def port(self) -> int:
         return parse_listen(self.listen)[1]
+
+    @property
+    def public_url(self) -> str:
+        """:attr:`advertise_url`, else ``http(s)://`` and the address it listens on."""
+        if self.advertise_url:
+            return self.advertise_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        scheme = "https" if self.tls_cert is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     @property
     def data_path(self) -> Path:

@@ -12,6 +12,8 @@ from reservoir.campaigns.results import CampaignRun
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
     NOT_FOUND,
+    STANDBY_RESPONSE,
+    LeaderOnly,
     SessionDep,
     SettingsDep,
     UserAuth,
@@ -62,10 +64,12 @@ def list_campaigns() -> list[CampaignAvailable]:
     "",
     status_code=status.HTTP_202_ACCEPTED,
     summary="Start a run of a shipped campaign (the runner runs in the background)",
-    responses={
+    responses=STANDBY_RESPONSE
+    | {
         409: {"description": "a campaign run is going on (one lab at a time)"},
         422: {"description": "no such campaign, or its file is not valid (one entry a line)"},
     },
+    dependencies=[LeaderOnly],
 )
 def start_campaign_run(
     body: CampaignRunCreate,
@@ -132,7 +136,8 @@ def get_campaign_report(run_id: RunId, session: SessionDep, settings: SettingsDe
 @router.post(
     "/{run_id}/cancel",
     status_code=status.HTTP_202_ACCEPTED,
-    responses=NOT_FOUND | {409: {"description": "the run has ended"}},
+    responses=NOT_FOUND | STANDBY_RESPONSE | {409: {"description": "the run has ended"}},
+    dependencies=[LeaderOnly],
     summary="Stop a running campaign (SIGTERM: the runner cleans up, then ends cancelled)",
 )
 def cancel_campaign_run(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from reservoir.server.app.leadership import Leadership, current_lease
 from reservoir.server.app.models import Health
 
 __all__ = ["router"]
@@ -11,6 +12,13 @@ __all__ = ["router"]
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", summary="Whether the coordinator is up")
-def health() -> Health:
-    return Health()
+@router.get("/health", summary="Whether the coordinator is up, and whether it leads")
+def health(request: Request) -> Health:
+    leadership: Leadership | None = request.app.state.leadership
+    if leadership is None:
+        return Health()
+    if leadership.leading:
+        return Health(role="leader", leader_url=leadership.url)
+    lease = current_lease(request.app.state.sessions)
+    leads = lease is not None and lease.holder != "" and lease.expires_in > 0
+    return Health(role="standby", leader_url=lease.url if lease is not None and leads else None)

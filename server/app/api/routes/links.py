@@ -6,7 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, status
 
-from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, SessionDep, UserAuth
+from reservoir.server.app.api.deps import (
+    AUTH_RESPONSES,
+    NOT_FOUND,
+    STANDBY_RESPONSE,
+    LeaderOnly,
+    SessionDep,
+    UserAuth,
+)
 from reservoir.server.app.models import LinkCreate, LinkPublic, ProbeCreate
 from reservoir.server.app.services import links
 from reservoir.server.domain.probe import LinkProber
@@ -54,7 +61,10 @@ def delete_link(link_id: LinkId, session: SessionDep) -> None:
     "/{link_id}/probe",
     status_code=status.HTTP_202_ACCEPTED,
     summary="Measure the link with iperf3 through its agents; recommend streams and pacing",
-    responses=NOT_FOUND | {409: {"description": "a probe of the link is running"}},
+    responses=NOT_FOUND
+    | STANDBY_RESPONSE
+    | {409: {"description": "a probe of the link is running"}},
+    dependencies=[LeaderOnly],
 )
 async def probe_link(
     link_id: LinkId, session: SessionDep, request: Request, body: ProbeCreate | None = None
