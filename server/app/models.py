@@ -631,3 +631,9 @@ class StreamSamplePublic(BaseModel):
     sndbuf_limited: float | None = Field(
         default=None, description="share of the interval stalled on the send buffer"
     )
+    span: float | None = Field(
+        default=None,
+        description="seconds this sample stands for, ending at its time: one agent interval,"
+        " or, further back than 15 minutes, the samples merged into it (rates and shares"
+        " are their means, retransmits their sum); null: one interval of unknown length",
+    )

@@ -297,7 +297,8 @@ class TransferEvent(Base):
 class StreamSample(Base):
     """One stream's telemetry over one sampling interval (the agent's ``stream``
     records, iperf3 names and units), collected by ``telemetry.py``; old rows are
-    pruned (``telemetry.RETENTION_SECONDS``, ``telemetry.MAX_ROWS_PER_TRANSFER``)."""
+    merged into coarser ones (``telemetry_rollup.py``), and the oldest dropped beyond
+    ``telemetry.MAX_ROWS_PER_TRANSFER``."""
 
     __tablename__ = "stream_samples"
 
@@ -319,6 +320,9 @@ class StreamSample(Base):
     busy: Mapped[float | None] = mapped_column(Float)
     rwnd_limited: Mapped[float | None] = mapped_column(Float)
     sndbuf_limited: Mapped[float | None] = mapped_column(Float)
+    # seconds this row stands for: the agent's interval, or the intervals of the samples
+    # merged into it further back (telemetry_rollup.py); None: one agent interval
+    span: Mapped[float | None] = mapped_column(Float)
 
 
 class NicPacingRate(Base):

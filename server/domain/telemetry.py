@@ -25,11 +25,11 @@ copy reports for that stream (``caps.requested.stream_cwnd_caps``); the NIC paci
 rates the copy reports (``caps.requested.nic_pacing_rates``) are kept per transfer,
 agent and NIC in ``nic_pacing_rates``.
 
-Retention: per transfer, samples older than :data:`RETENTION_SECONDS` (2 hours)
-before the transfer's newest sample are deleted, and at most
-:data:`MAX_ROWS_PER_TRANSFER` rows are kept (the newest); pruned every
-:data:`PRUNE_EVERY` passes for the transfers that got samples. A finished transfer
-keeps its last two hours; its rows go with it when it is deleted.
+Retention: a transfer keeps its whole history, at full rate for the last 15 minutes
+and merged into 30 s, then 5-minute rows further back (``telemetry_rollup.py``); at
+most :data:`MAX_ROWS_PER_TRANSFER` rows are kept (the newest), a bound only transfers
+of days reach. Done every :data:`PRUNE_EVERY` passes for the transfers that got
+samples; a transfer's rows go with it when it is deleted.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ from reservoir.server.app.tables import (
     utcnow,
 )
 from reservoir.server.domain.leg_copies import agent_ref
+from reservoir.server.domain.telemetry_rollup import downsample
 
 __all__ = [
     "COLLECT_INTERVAL",
     "FETCH_LIMIT",
     "MAX_ROWS_PER_TRANSFER",
-    "RETENTION_SECONDS",
     "Cursor",
     "LiveCursor",
     "TelemetryCollector",
@@ -80,7 +80,6 @@ log = logging.getLogger("reservoir.server")
 Json = dict[str, Any]
 COLLECT_INTERVAL = 0.5  # seconds: 2 Hz, the agents' sampling rate
 FETCH_LIMIT = 1000  # records asked per copy and pass
-RETENTION_SECONDS = 2 * 3600.0
 MAX_ROWS_PER_TRANSFER = 200_000
 PRUNE_EVERY = 20  # passes
 COPY_ACTIVE = ("queued", "running")
@@ -94,6 +93,12 @@ def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def _span(value: Any) -> float | None:
+    """The interval a record stands for (iperf3's ``seconds``), if sane."""
+    seconds = _num(value)
+    return seconds if seconds is not None and 0 < seconds <= 3600 else None
 
 
 def _int(value: Any) -> int | None:
@@ -196,6 +201,7 @@ def parse_records(
                 rttvar=_int(record.get("rttvar")),
                 retransmits=_int(record.get("retransmits")),
                 cap=caps.get(int(stream)) if stream.isdigit() else None,
+                span=_span(record.get("seconds")),
                 **_limits(record),
             )
         )
@@ -234,16 +240,20 @@ def prune(
     session: Session,
     transfer_id: str,
     *,
-    keep_seconds: float = RETENTION_SECONDS,
+    keep_seconds: float | None = None,
     keep_rows: int = MAX_ROWS_PER_TRANSFER,
 ) -> int:
-    """Deletes the transfer's samples beyond the retention bounds; how many."""
+    """Merges the transfer's older samples into coarser ones (``telemetry_rollup.py``),
+    then deletes what lies beyond ``keep_seconds`` (default: nothing) and the oldest
+    rows beyond ``keep_rows``; how many rows fewer it has."""
     mine = StreamSample.transfer_id == transfer_id
     newest = session.scalar(select(func.max(StreamSample.time)).where(mine))
     if newest is None:
         return 0
-    old = delete(StreamSample).where(mine, StreamSample.time < newest - keep_seconds)
-    gone: int = getattr(session.execute(old), "rowcount", 0)
+    gone = downsample(session, transfer_id)
+    if keep_seconds is not None:
+        old = delete(StreamSample).where(mine, StreamSample.time < newest - keep_seconds)
+        gone += getattr(session.execute(old), "rowcount", 0)
     boundary = session.scalar(
         select(StreamSample.id).where(mine).order_by(StreamSample.id.desc()).offset(keep_rows)
     )
@@ -336,6 +346,7 @@ def sample_dict(sample: StreamSample) -> Json:
         "busy": sample.busy,
         "rwnd_limited": sample.rwnd_limited,
         "sndbuf_limited": sample.sndbuf_limited,
+        "span": sample.span,
     }
 
 

@@ -29,6 +29,7 @@ from reservoir.server.app.tables import (
     utcnow,
 )
 from reservoir.server.domain import telemetry
+from reservoir.server.domain import telemetry_rollup as rollup
 from reservoir.server.domain.telemetry import Cursor, LiveCursor, TelemetryCollector, parse_records
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry-lfn-2x500m-8streams.jsonl"
@@ -198,6 +199,7 @@ def test_retention_keeps_the_last_window_and_at_most_n_rows(
     with sessions() as session:
         tid = make_transfer(session)
         store(session, tid, [rec(float(t), s) for t in range(100) for s in "01"])
+        assert telemetry.prune(session, tid, keep_rows=1000) == 0  # 100 s: no tier reached
         assert telemetry.prune(session, tid, keep_seconds=49.5, keep_rows=1000) == 100
         session.commit()
         assert session.scalar(select(func.min(StreamSample.time))) == 50.0
@@ -418,3 +420,61 @@ def test_a_transfer_final_for_an_hour_leaves_only_the_counts(
     assert got["reservoir_transfer_size_bytes"] == []  # no series of its own any more
     counts = {s.labels["state"]: s.value for s in got["reservoir_transfers"]}
     assert counts["completed"] == 1
+
+
+# ---------------------------------------------------------------- a long history
+
+
+def test_a_long_history_is_kept_whole_and_coarser_further_back(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Two streams at 2 Hz for an hour, with tiers of 10 s after 2 minutes and 60 s after
+    15 minutes: the bytes and retransmits of the whole history stay, each stream's
+    history reaches back to its start, and the last 2 minutes stay at full rate."""
+    tiers = ((120.0, 10.0), (900.0, 60.0))
+    with sessions() as session:
+        tid = make_transfer(session)
+        records = [
+            rec(t / 2, s, bps=8e6 + 1e6 * (t % 7), seconds=0.5, retransmits=t % 3)
+            for t in range(1, 3600 * 2 + 1)
+            for s in "01"
+        ]
+        store(session, tid, records)
+        before = _totals(session)
+        removed = rollup.downsample(session, tid, tiers)
+        session.commit()
+        after = _totals(session)
+        again = rollup.downsample(session, tid, tiers)
+        rows = session.scalars(select(StreamSample).order_by(StreamSample.time)).all()
+    assert again == 0  # idempotent
+    assert removed == len(records) - len(rows)
+    full = 2 * 2 * 120  # the last 2 minutes, both streams
+    coarse = 2 * (900 - 120) // 10 + 2 * (3600 - 900) // 60
+    assert abs(len(rows) - (full + coarse)) <= 8  # buckets cut by the tier boundaries
+    assert after["bytes"] == pytest.approx(before["bytes"], rel=1e-9)
+    assert after["retransmits"] == before["retransmits"]
+    for stream in "01":
+        mine = [r for r in rows if r.stream == stream]
+        assert mine[0].time <= 60.0  # reaches back to the start
+        assert all(r.span == 0.5 for r in mine if r.time > 3600 - 120)
+        assert {r.span for r in mine if 60 < r.time < 3600 - 900 - 60} == {60.0}
+
+
+def test_merging_weights_by_span_and_keeps_the_last_cap_and_path() -> None:
+    a = StreamSample(time=1.0, stream="0", bits_per_second=1e6, span=1.0, rtt=1000,
+                     retransmits=2, cap=10, path="l1", busy=0.5)  # fmt: skip
+    b = StreamSample(time=4.0, stream="0", bits_per_second=4e6, span=3.0, rtt=2000,
+                     retransmits=None, cap=20, path="l2", busy=None)  # fmt: skip
+    merged = rollup.merge([a, b])
+    assert merged is b
+    assert b.bits_per_second == pytest.approx((1e6 * 1 + 4e6 * 3) / 4)
+    assert b.rtt == 1750 and b.retransmits == 2 and b.span == 4.0
+    assert b.cap == 20 and b.path == "l2" and b.busy == 0.5
+
+
+def _totals(session: Session) -> dict[str, float]:
+    rows = session.scalars(select(StreamSample)).all()
+    return {
+        "bytes": sum((r.bits_per_second or 0) * (r.span or 0.5) / 8 for r in rows),
+        "retransmits": sum(r.retransmits or 0 for r in rows),
+    }
