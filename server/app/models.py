@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -436,6 +437,27 @@ class PacingBase(Strict):
     )
 
 
+LABEL_KEY = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$"
+LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY)]
+LabelValue = Annotated[str, StringConstraints(min_length=0, max_length=255)]
+MAX_LABELS = 32
+Labels = Annotated[
+    dict[LabelKey, LabelValue],
+    Field(
+        max_length=MAX_LABELS,
+        description="key=value labels to find the transfer by (GET /transfers?label=); keys "
+        "lowercase letters, digits and ._/- (63 at most), values 255 characters at most",
+    ),
+]
+
+
+class TransferPatch(Strict):
+    """What may change of a transfer once created (JSON merge patch: a label set to null
+    is removed, one not named is kept)."""
+
+    labels: dict[LabelKey, LabelValue | None] = Field(default_factory=dict, max_length=MAX_LABELS)
+
+
 class TransferBase(Strict):
     source: str = Field(min_length=1, max_length=36, description="source volume set id")
     destination: str = Field(min_length=1, max_length=36, description="destination volume set id")
@@ -461,6 +483,7 @@ class TransferBase(Strict):
             "have, see GET /agents/{id}/info); default: the source hosts' own"
         ),
     )
+    labels: Labels = Field(default_factory=dict)
     multilink: Literal["paths", "mptcp"] = Field(
         default="paths",
         description=(

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -39,6 +40,7 @@ __all__ = [
     "StreamSample",
     "Transfer",
     "TransferEvent",
+    "TransferLabel",
     "TransferLeg",
     "TransferPath",
     "UtcDateTime",
@@ -245,6 +247,26 @@ class Transfer(Base):
     events: Mapped[list[TransferEvent]] = relationship(
         cascade="all, delete-orphan", order_by="TransferEvent.id"
     )
+    label_rows: Mapped[list[TransferLabel]] = relationship(
+        cascade="all, delete-orphan", order_by="TransferLabel.key", lazy="selectin"
+    )
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {row.key: row.value for row in self.label_rows}
+
+
+class TransferLabel(Base):
+    """A label of a transfer (``key=value``): set at creation or by PATCH, listed by."""
+
+    __tablename__ = "transfer_labels"
+    __table_args__ = (Index("ix_transfer_labels_key_value", "key", "value"),)
+
+    transfer_id: Mapped[str] = mapped_column(
+        ForeignKey("transfers.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255))
 
 
 class TransferPath(Base):

@@ -212,8 +212,18 @@ class CoordinatorClient:
         payload = body.model_dump(mode="json")
         return self._request("POST", f"/links/{_quote(link_id)}/probe", LinkPublic, json=payload)
 
-    def transfers(self) -> list[TransferPublic]:
-        return self._get_list("/transfers", TransferPublic)
+    def transfers(self, **filters: str | list[str]) -> list[TransferPublic]:
+        """Every transfer (``filters``: the query of ``GET /transfers``), page after page."""
+        found: list[TransferPublic] = []
+        params: dict[str, str | list[str]] = {**filters, "limit": str(PAGE)}
+        while True:
+            with self._translated():
+                response = self._send("GET", "/transfers", params=params)
+                found += TypeAdapter(list[TransferPublic]).validate_json(response.content)
+            following = response.headers.get("X-Next-Cursor")
+            if following is None:
+                return found
+            params["cursor"] = following
 
     def transfer(self, transfer_id: str) -> TransferPublic:
         return self._request("GET", f"/transfers/{_quote(transfer_id)}", TransferPublic)

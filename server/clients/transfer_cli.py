@@ -113,7 +113,12 @@ def register(sub: Sub) -> None:
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     _register_start(actions, common)
-    actions.add_parser("list", parents=[common], help="the transfers, one a line")
+    listing = actions.add_parser("list", parents=[common], help="the transfers, one a line")
+    listing.add_argument(
+        "--state", action="append", default=[], metavar="STATE", help="any of (repeatable)"
+    )
+    _label_option(listing, "KEY[=VALUE]", "transfers with this label (repeatable: all of them)")
+    listing.add_argument("--agent", metavar="AGENT", help="an agent (name or id) of either set")
     status = actions.add_parser("status", parents=[common], help="a transfer, its legs, events")
     status.add_argument("id", metavar="ID")
     status.add_argument(
@@ -157,8 +162,15 @@ def _register_start(actions: Sub, common: argparse.ArgumentParser) -> None:
         help="names this request: sent again with the same key (by a script, or by this "
         "command after a lost answer), it returns the transfer it made (default: a new UUID)",
     )
+    _label_option(s, "KEY=VALUE", "a label of the transfer (repeatable)")
     s.add_argument("--watch", action="store_true", help="then watch it until it ends")
     _interval_option(s)
+
+
+def _label_option(p: argparse.ArgumentParser, metavar: str, help_text: str) -> None:
+    p.add_argument(
+        "--label", dest="labels", action="append", default=[], metavar=metavar, help=help_text
+    )
 
 
 def _verify_options(p: argparse.ArgumentParser) -> None:
@@ -507,6 +519,13 @@ def _names(client: CoordinatorClient) -> tuple[dict[str, str], dict[str, str], d
     return {s.id: s.name for s in sets}, agents, {link.id: link.name for link in client.links()}
 
 
+def _pair(text: str) -> tuple[str, str]:
+    key, has_value, value = text.partition("=")
+    if not has_value:
+        raise UsageError(f"--label {text}: give KEY=VALUE")
+    return key, value
+
+
 def _transfer_body(
     args: argparse.Namespace, source: str, dest: str, paths: list[str]
 ) -> TransferCreate:
@@ -524,6 +543,7 @@ def _transfer_body(
     if args.equalizer is not None:
         body["equalizer"] = args.equalizer
     body["verify"] = not args.no_verify
+    body["labels"] = dict(_pair(text) for text in args.labels)
     if args.verification is not None:
         body["verification"] = args.verification
     try:
@@ -563,7 +583,10 @@ def _start(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
 
 
 def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    transfers = client.transfers()
+    filters = {"state": args.state, "label": args.labels}
+    if args.agent:
+        filters["agent"] = [args.agent]
+    transfers = client.transfers(**{k: v for k, v in filters.items() if v})
     if args.json:
         _dump(out, [t.model_dump(mode="json") for t in transfers])
     else:

@@ -252,3 +252,18 @@ def test_an_unreachable_coordinator_exits_1(api: str) -> None:
         err
         == f"reservoir transfer list: cannot reach the coordinator at {url} (connection refused)\n"
     )
+
+
+def test_labels_given_at_start_select_the_transfer_in_the_list(api: str, sites: Json) -> None:
+    labelled = start(api, "--label", "team=disk", "--label", "ticket=RS-1")
+    assert cli(api, "cancel", labelled)[0] == 0
+    other = start(api)
+    rc, out, err = cli(api, "--json", "list", "--label", "team=disk")
+    assert rc == 0, err
+    assert [t["id"] for t in json.loads(out)] == [labelled]
+    assert json.loads(out)[0]["labels"] == {"team": "disk", "ticket": "RS-1"}
+    rc, out, _ = cli(api, "--json", "list", "--state", "queued", "--state", "running")
+    listed = [t["id"] for t in json.loads(out)]
+    assert other in listed and labelled not in listed
+    rc, _, err = cli(api, "start", "--from", "site-a", "--to", "site-b", "--label", "team")
+    assert rc == 2 and "KEY=VALUE" in err

@@ -32,7 +32,7 @@ from reservoir.server.app import db
 from reservoir.server.app.agent_client import AgentRef, HttpAgentClient
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.errors import ServerError
-from reservoir.server.app.services import transfers
+from reservoir.server.app.services import transfer_query
 from reservoir.server.clients.client import api_error
 
 USER = "unit-user-token-0123456789abcdef"
@@ -297,7 +297,7 @@ def test_a_crash_of_the_coordinator_is_a_500_without_its_text(
     def broken(*args: object) -> None:
         raise RuntimeError(f"database password {SECRET}")
 
-    monkeypatch.setattr(transfers, "list_all", broken)
+    monkeypatch.setattr(transfer_query, "page", broken)
     r = call(coordinator, "GET", "/api/v1/transfers", headers={**AUTH, "X-Request-ID": "crash-1"})
     assert problem(r, 500, "internal_error")["request_id"] == "crash-1"
     assert SECRET not in r.text

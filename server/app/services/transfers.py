@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import select
@@ -31,6 +30,7 @@ from reservoir.server.app.models import (
     TransferState,
 )
 from reservoir.server.app.services import devices, volume_sets
+from reservoir.server.app.services.transfer_query import set_labels
 from reservoir.server.app.tables import (
     AgentVolume,
     Link,
@@ -47,7 +47,7 @@ from reservoir.server.domain.probe import apply_recommendation
 from reservoir.server.domain.scheduler import Scheduler
 from reservoir.server.domain.states import Action, TransitionError, next_state
 
-__all__ = ["act", "create", "event_public", "get", "list_all", "list_events", "public"]
+__all__ = ["act", "create", "event_public", "get", "list_events", "public"]
 
 FINAL_LEG_STATES = {TransferState.COMPLETED.value, TransferState.CANCELLED.value}
 _CREATING = threading.Lock()  # check that the destination is free, then store: one at a time
@@ -95,6 +95,7 @@ def public(transfer: Transfer) -> TransferPublic:
             "created_at": transfer.created_at,
             "updated_at": transfer.updated_at,
             "idempotency_key": transfer.idempotency_key,
+            "labels": transfer.labels,
             "started_at": transfer.started_at,
             "completed_at": transfer.completed_at,
             **pace(transfer),
@@ -130,10 +131,6 @@ def get(session: Session, transfer_id: str) -> Transfer:
     if transfer is None:
         raise NotFoundError("transfer", transfer_id)
     return transfer
-
-
-def list_all(session: Session) -> Sequence[Transfer]:
-    return session.scalars(select(Transfer).order_by(Transfer.created_at, Transfer.id)).all()
 
 
 def list_events(session: Session, transfer_id: str) -> list[TransferEvent]:
@@ -264,6 +261,7 @@ def _create(
         idempotency_key=key,
         request_digest=digest,
     )
+    set_labels(transfer, body.labels)
     session.add(transfer)
     session.flush()
     scheduler.check(session, transfer)

@@ -7,6 +7,7 @@ import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 
 const REFRESH_MS = 1500;
+const SHOWN = 200; // transfers in the list: the newest
 const VERIFICATIONS = [
   ['storage', 'storage: every extent hashed from the destination\u2019s storage at the end'],
   ['receipt', 'receipt: also each extent as it is written, by the destination\u2019s receipts'],
@@ -29,7 +30,8 @@ export function transfersView(main) {
 
   async function refresh() {
     try {
-      const transfers = await api('/transfers');
+      // the newest SHOWN, listed oldest first as before
+      const transfers = (await api(`/transfers?order=desc&limit=${SHOWN}`)).reverse();
       if (stopped) return;
       fill(listBox, renderList(transfers, meters, setNames));
       status.textContent = '';

@@ -1,10 +1,14 @@
-"""``/transfers``: create (legs computed), inspect, pause, resume, cancel; events."""
+"""``/transfers``: create (legs computed), list (pages, filters), inspect, label, pause,
+resume, cancel; events."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Path, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
 
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
@@ -13,8 +17,17 @@ from reservoir.server.app.api.deps import (
     SessionDep,
     UserAuth,
 )
-from reservoir.server.app.models import TransferCreate, TransferEventPublic, TransferPublic
-from reservoir.server.app.services import transfers
+from reservoir.server.app.errors import InvalidRequestError
+from reservoir.server.app.models import (
+    LABEL_KEY,
+    MAX_LABELS,
+    TransferCreate,
+    TransferEventPublic,
+    TransferPatch,
+    TransferPublic,
+    TransferState,
+)
+from reservoir.server.app.services import transfer_query, transfers
 from reservoir.server.domain.states import Action
 
 __all__ = ["router"]
@@ -64,9 +77,91 @@ def create_transfer(
     return transfers.public(transfer)
 
 
-@router.get("", summary="List the transfers")
-def list_transfers(session: SessionDep) -> list[TransferPublic]:
-    return [transfers.public(t) for t in transfers.list_all(session)]
+class TransferListQuery(BaseModel):
+    """The query of ``GET /transfers``; an unknown parameter is refused (422)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: list[TransferState] = Field(
+        default_factory=list, description="any of these states (repeatable)"
+    )
+    label: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="key=value, or key for any value (repeatable: all must match)",
+    )
+    agent: str | None = Field(
+        default=None, max_length=128, description="an agent (id or name) of either volume set"
+    )
+    created_after: datetime | None = Field(default=None, description="at or after (ISO 8601)")
+    created_before: datetime | None = Field(default=None, description="before (ISO 8601)")
+    limit: int = Field(default=transfer_query.DEFAULT_LIMIT, ge=1, le=transfer_query.MAX_LIMIT)
+    cursor: str | None = Field(
+        default=None, max_length=512, description="the next page's, from X-Next-Cursor"
+    )
+    order: Literal["asc", "desc"] = Field(
+        default="asc", description="asc: oldest first; desc: newest first"
+    )
+
+
+ListQuery = Annotated[TransferListQuery, Query()]
+
+
+@router.get(
+    "",
+    summary="List transfers a page at a time, oldest or newest first; by state, label, agent, time",
+    responses={
+        200: {
+            "description": 'a page; a later one\'s URL is in `Link: <...>; rel="next"` and '
+            "its cursor in `X-Next-Cursor`, absent on the last page",
+        }
+    },
+)
+def list_transfers(
+    session: SessionDep, request: Request, response: Response, query: ListQuery
+) -> list[TransferPublic]:
+    want = transfer_query.TransferFilter(
+        states=[s.value for s in query.state],
+        labels=[_label(text) for text in query.label],
+        agent=query.agent,
+        created_after=_aware(query.created_after),
+        created_before=_aware(query.created_before),
+        limit=query.limit,
+        cursor=query.cursor,
+        order=query.order,
+    )
+    found = transfer_query.page(session, want)
+    if found.next_cursor is not None:
+        following = request.url.include_query_params(cursor=found.next_cursor)
+        response.headers["Link"] = f'<{following}>; rel="next"'
+        response.headers["X-Next-Cursor"] = found.next_cursor
+    return [transfers.public(t) for t in found.transfers]
+
+
+def _label(text: str) -> str:
+    key = text.partition("=")[0]
+    if not re.fullmatch(LABEL_KEY, key):
+        raise InvalidRequestError(("query", "label"), f"not a label key: {key!r}")
+    return text
+
+
+def _aware(when: datetime | None) -> datetime | None:
+    """A time without a zone is UTC."""
+    return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
+
+
+@router.patch(
+    "/{transfer_id}",
+    responses=NOT_FOUND,
+    summary="Change a transfer's labels (JSON merge patch: null removes a label)",
+)
+def update_transfer(
+    transfer_id: TransferId, body: TransferPatch, session: SessionDep
+) -> TransferPublic:
+    transfer = transfers.get(session, transfer_id)
+    transfer_query.patch_labels(transfer, body.labels, MAX_LABELS)
+    session.commit()
+    return transfers.public(transfer)
 
 
 @router.get("/{transfer_id}", responses=NOT_FOUND, summary="One transfer with its legs")
