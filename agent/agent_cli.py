@@ -19,8 +19,11 @@ __all__ = ["main", "register", "serve", "tune"]
 Sub = Any  # argparse's _SubParsersAction is private
 
 
-def register(sub: Sub) -> None:
-    parser = sub.add_parser("agent", help="the agent: control API and builtin target")
+def register(sub: Sub) -> Sub:
+    parser = sub.add_parser(
+        "agent", help="the agent: serve its control API and target, tune its host; register "
+        "agents on the coordinator and list, show, update or remove them",
+    )  # fmt: skip
     asub = parser.add_subparsers(dest="agent_command", required=True, metavar="ACTION")
     p = asub.add_parser("serve", help="serve the control API (and the target) until interrupted")
     p.add_argument("--config", required=True, help="TOML file with an [agent] table")
@@ -34,6 +37,7 @@ def register(sub: Sub) -> None:
     )
     add_tune_arguments(t)
     t.set_defaults(func=tune)
+    return asub
 
 
 def serve(args: argparse.Namespace) -> int:

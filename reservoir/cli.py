@@ -21,11 +21,20 @@ COMMANDS = {
     "server": "reservoir.server.clients.cli",
     "transfer": "reservoir.server.clients.transfer_cli",
     "link": "reservoir.server.clients.link_cli",
+    "volume-set": "reservoir.server.clients.inventory_cli",
     "system": "reservoir.system.cli",
 }
 """Each sub-command and the module whose ``register(sub)`` adds it. Only the module
 of the command being run is imported: the coordinator's modules alone take about a
 second to import, which a copy or a target should not wait for."""
+
+EXTENDS = {
+    "agent": ("reservoir.server.clients.inventory_cli", "extend_agent"),
+    "link": ("reservoir.server.clients.inventory_cli", "extend_link"),
+}
+"""Commands whose actions come from two modules: ``register(sub)`` of the first
+returns its actions, and the function named here adds more (``reservoir agent
+register|list|show|update|remove``: the coordinator's client, beside serve and tune)."""
 
 EXTRAS = {"server": "coordinator"}
 """The commands whose modules need an optional dependency group (``pip install
@@ -65,7 +74,10 @@ def _register(
     """Adds command ``name``; where its optional dependencies are not installed, an
     entry saying so (or, when it is the command being run, exit 1 with that line)."""
     try:
-        importlib.import_module(module).register(sub)
+        actions = importlib.import_module(module).register(sub)
+        if name in EXTENDS:
+            extension, function = EXTENDS[name]
+            getattr(importlib.import_module(extension), function)(actions)
     except ModuleNotFoundError as exc:
         if name not in EXTRAS or (exc.name or "reservoir").startswith("reservoir"):
             raise

@@ -306,6 +306,19 @@ class WarmSessionsPublic(BaseModel):
     ping_failed: int = Field(description="logged out after a ping went unanswered")
 
 
+class NicPublic(BaseModel):
+    """A network interface of the agent's host (``GET /info``)."""
+
+    name: str
+    addresses: list[str] = Field(description="global and host-scope addresses, IPv4 first")
+    speed_bps: int | None = Field(
+        description="line rate the kernel reports, bits/s; null where it reports none"
+    )
+    mtu: int | None
+    up: bool = Field(description="administratively up with a carrier")
+    loopback: bool
+
+
 class InfoPublic(BaseModel):
     name: str
     version: str
@@ -322,6 +335,9 @@ class InfoPublic(BaseModel):
     warm_sessions: WarmSessionsPublic | None = None
     mptcp: bool
     target_portals: list[str]
+    nics: list[NicPublic] = Field(
+        default_factory=list, description="the host's interfaces (this network namespace's)"
+    )
     volumes: list[VolumePublic]
     caps_requested: dict[str, CapsPublic]
     cpu_seconds: float = Field(

@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["parse_size", "size_arg"]
+__all__ = ["parse_rate", "parse_size", "rate_arg", "size_arg"]
+
+_RATE_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_RATE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(?:BIT/S|BITS?|BPS|B/S)?\s*", re.IGNORECASE)
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
@@ -44,5 +47,25 @@ def size_arg(text: str) -> int:
     """An argparse ``type``: a positive size (see :func:`parse_size`)."""
     try:
         return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_rate(text: str) -> int:
+    """Bits per second of a line rate as people write it: ``10G``, ``25Gbit``,
+    ``400Mbps``, ``1.5G`` (K, M, G, T decimal, as network rates are); ValueError in words."""
+    found = _RATE.fullmatch(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a rate in bits/s (e.g. 10G, 25Gbit, 400Mbps)")
+    value = round(float(found[1]) * _RATE_UNITS[found[2].upper()])
+    if value <= 0:
+        raise ValueError(f"{text!r}: a rate above zero")
+    return value
+
+
+def rate_arg(text: str) -> int:
+    """:func:`parse_rate` for argparse (its error becomes a usage error)."""
+    try:
+        return parse_rate(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

@@ -119,9 +119,12 @@ class AgentClient(Protocol):
 
 
 class VolumeLister(Protocol):
-    """What registration asks of an agent: the volumes it has (``GET /volumes``)."""
+    """What registration asks of an agent: the volumes it has (``GET /volumes``) and,
+    to register it from what it says, its host's facts (``GET /info``: NICs, portals)."""
 
     async def volumes(self, agent: AgentRef) -> list[Json]: ...
+
+    async def info(self, agent: AgentRef) -> Json: ...
 
 
 @contextmanager
@@ -317,11 +320,21 @@ class OneShotVolumeLister:
         self.transport = transport
         self.verify = verify
 
-    async def volumes(self, agent: AgentRef) -> list[Json]:
-        client = HttpAgentClient(
+    def _client(self) -> HttpAgentClient:
+        return HttpAgentClient(
             self.credentials, timeout=self.timeout, transport=self.transport, verify=self.verify
         )
+
+    async def volumes(self, agent: AgentRef) -> list[Json]:
+        client = self._client()
         try:
             return await client.volumes(agent)
+        finally:
+            await client.aclose()
+
+    async def info(self, agent: AgentRef) -> Json:
+        client = self._client()
+        try:
+            return await client.info(agent)
         finally:
             await client.aclose()

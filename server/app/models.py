@@ -213,6 +213,19 @@ class AgentCreate(AgentBase):
         }
     )
 
+    discover: bool = Field(
+        default=False,
+        description="ask the agent (GET /info, GET /volumes) for what is not given: its NICs "
+        "that are up with an address (loopback ones only for an agent on a loopback "
+        "address), and every volume it can use (LUNs as lunN, files by their names)",
+    )
+    nic_speed_bps: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_BPS,
+        description="with discover: the line rate of NICs whose kernel reports none",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _no_api_token(cls, data: Any) -> Any:
@@ -224,6 +237,21 @@ class AgentCreate(AgentBase):
                 "server agent-credentials NAME` prints"
             )
         return data
+
+
+class NicPatch(Strict):
+    name: str = Field(min_length=1, max_length=15, description="the NIC to change")
+    address: str | None = Field(default=None, min_length=1, max_length=64)
+    speed_bps: int | None = Field(default=None, gt=0, le=MAX_BPS, description="its line rate")
+
+
+class AgentPatch(Strict):
+    """What may change of a registered agent; what is not given stays. (Its name, which
+    its tokens derive from, and its volumes, which volume sets hold, do not change.)"""
+
+    control_url: AnyHttpUrl | None = None
+    nics: list[NicPatch] = Field(default_factory=list, max_length=64)
+    capabilities: list[str] | None = Field(default=None, max_length=64)
 
 
 class HeartbeatCreate(Strict):

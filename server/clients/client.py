@@ -28,6 +28,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from reservoir.common.problems import code_for_status
 from reservoir.server.app.models import (
+    AgentPublic,
     LinkPublic,
     ProbeCreate,
     TransferCreate,
@@ -198,8 +199,28 @@ class CoordinatorClient:
 
     # ------------------------------------------------------------ the API
 
+    def agents(self) -> list[AgentPublic]:
+        return self._get_list("/agents", AgentPublic)
+
+    def register_agent(self, body: dict[str, Any]) -> AgentPublic:
+        return self._request("POST", "/agents", AgentPublic, json=body)
+
+    def update_agent(self, agent_id: str, body: dict[str, Any]) -> AgentPublic:
+        return self._request("PATCH", f"/agents/{_quote(agent_id)}", AgentPublic, json=body)
+
+    def delete(self, kind: str, item_id: str) -> None:
+        """Removes the item ``item_id`` of ``kind`` (agents, volume-sets, links)."""
+        with self._translated():
+            self._send("DELETE", f"/{kind}/{_quote(item_id)}")
+
     def volume_sets(self) -> list[VolumeSetPublic]:
         return self._get_list("/volume-sets", VolumeSetPublic)
+
+    def create_volume_set(self, body: dict[str, Any]) -> VolumeSetPublic:
+        return self._request("POST", "/volume-sets", VolumeSetPublic, json=body)
+
+    def create_link(self, body: dict[str, Any]) -> LinkPublic:
+        return self._request("POST", "/links", LinkPublic, json=body)
 
     def links(self) -> list[LinkPublic]:
         return self._get_list("/links", LinkPublic)

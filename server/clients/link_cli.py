@@ -63,7 +63,7 @@ def _float_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list like 0.9,0.95") from None
 
 
-def register(sub: Sub) -> None:
+def register(sub: Sub) -> Sub:
     common = _common()
     p = sub.add_parser(
         "link",
@@ -87,6 +87,7 @@ def register(sub: Sub) -> None:
         "--direction", choices=["a-to-b", "b-to-a"], help="one direction (default both)"
     )
     p.set_defaults(func=main)
+    return actions
 
 
 # ---------------------------------------------------------------- formatting

@@ -49,6 +49,7 @@ class FakeVolumes:
         self.by_url: dict[str, list[Json]] = {}
         self.refusing: set[str] = set()  # control URLs of agents that refuse the token
         self.asked: list[str] = []  # control URLs, in order
+        self.infos: dict[str, Json] = {}  # GET /info by control URL (default: no NICs)
 
     def has(self, body: Json, extra: list[Json] | None = None, *, refuses: bool = False) -> Json:
         """The agent of registration ``body`` (on a host of its own name) reports its
@@ -69,3 +70,8 @@ class FakeVolumes:
         if url in self.refusing:
             raise AgentRefusedError(401, "the token is not valid")
         return self.by_url[url]
+
+    async def info(self, agent: AgentRef) -> Json:
+        url = agent.control_url.rstrip("/")
+        await self.volumes(agent)  # answers, or refuses, as it does for its volumes
+        return self.infos.get(url, {"nics": [], "target_portals": []})

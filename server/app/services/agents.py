@@ -21,7 +21,13 @@ from sqlalchemy.orm import Session
 
 from reservoir.server.app.agent_client import AgentError, AgentRef, AgentRefusedError, VolumeLister
 from reservoir.server.app.errors import ConflictError, InvalidRequestError, NotFoundError
-from reservoir.server.app.models import AgentCreate, AgentPublic, HeartbeatCreate, VolumeBase
+from reservoir.server.app.models import (
+    AgentCreate,
+    AgentPatch,
+    AgentPublic,
+    HeartbeatCreate,
+    VolumeBase,
+)
 from reservoir.server.app.tables import (
     Agent,
     AgentNic,
@@ -43,6 +49,8 @@ __all__ = [
     "list_all",
     "public",
     "status",
+    "unconfirmed",
+    "update",
 ]
 
 DEVICE_ID = re.compile(r"^naa\.[0-9a-f]{32}$")
@@ -143,7 +151,7 @@ def _device_id(index: int, volume: VolumeBase, agent: str, reported: list[Json])
     return device
 
 
-def _unconfirmed(body: AgentCreate, exc: AgentError) -> InvalidRequestError:
+def unconfirmed(body: AgentCreate, exc: AgentError) -> InvalidRequestError:
     """Why the agent could not be asked (its reason, never the token)."""
     head = f"could not confirm the volumes of agent {body.name!r} at {body.control_url}"
     if isinstance(exc, AgentRefusedError) and exc.status in (401, 403):
@@ -167,7 +175,7 @@ async def confirm_volumes(lister: VolumeLister, body: AgentCreate) -> list[str]:
     try:
         reported = await lister.volumes(ref)
     except AgentError as exc:
-        raise _unconfirmed(body, exc) from None
+        raise unconfirmed(body, exc) from None
     return [_device_id(i, v, body.name, reported) for i, v in enumerate(body.volumes)]
 
 
@@ -190,6 +198,29 @@ def create(session: Session, body: AgentCreate, device_ids: Sequence[str] = ()) 
         ],
     )
     session.add(agent)
+    session.commit()
+    return agent
+
+
+def update(session: Session, agent_id: str, body: AgentPatch) -> Agent:
+    """Applies what ``body`` gives: the control URL, NICs' addresses and line rates (by
+    name: 422 for one the agent does not have), the capabilities."""
+    agent = get(session, agent_id)
+    if body.control_url is not None:
+        agent.control_url = str(body.control_url)
+    nics = {nic.name: nic for nic in agent.nics}
+    for index, change in enumerate(body.nics):
+        nic = nics.get(change.name)
+        if nic is None:
+            raise InvalidRequestError(
+                ("nics", index, "name"), f"agent {agent.name!r} has no NIC {change.name!r}"
+            )
+        if change.address is not None:
+            nic.address = change.address
+        if change.speed_bps is not None:
+            nic.speed_bps = change.speed_bps
+    if body.capabilities is not None:
+        agent.capabilities = list(body.capabilities)
     session.commit()
     return agent
 

@@ -13,6 +13,7 @@ from reservoir.agent.control.agent import Agent
 from reservoir.agent.control.api.deps import AgentDep, Authorized
 from reservoir.agent.control.api.routes.copies import caps_public
 from reservoir.agent.control.models import InfoPublic, WarmSessionsPublic
+from reservoir.agent.control.nics import host_nics
 
 __all__ = ["router"]
 
@@ -47,6 +48,7 @@ async def get_info(agent: AgentDep) -> InfoPublic:
         warm_sessions=warm_sessions(agent),
         mptcp=info.mptcp_available(),
         target_portals=agent.portals(),
+        nics=await host_nics(),
         volumes=info.volumes(agent.target_config),
         caps_requested={
             job.id: caps_public(job, agent.manager.pacer)

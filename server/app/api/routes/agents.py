@@ -17,8 +17,8 @@ from reservoir.server.app.api.deps import (
     SettingsDep,
     UserAuth,
 )
-from reservoir.server.app.models import AgentCreate, AgentPublic, HeartbeatCreate
-from reservoir.server.app.services import agents
+from reservoir.server.app.models import AgentCreate, AgentPatch, AgentPublic, HeartbeatCreate
+from reservoir.server.app.services import agent_discovery, agents
 
 __all__ = ["get_volume_lister", "router"]
 
@@ -38,8 +38,8 @@ def get_volume_lister(request: Request) -> VolumeLister:
     status_code=status.HTTP_201_CREATED,
     dependencies=[UserAuth],
     summary="Register an agent with its NICs, volumes (confirmed by the agent) and "
-    "capabilities (its tokens are derived from its name: `reservoir server agent-credentials "
-    "NAME`)",
+    "capabilities, or with discover, from what the agent reports (its tokens are derived "
+    "from its name: `reservoir server agent-credentials NAME`)",
     responses={
         409: {"description": "an agent of that name exists"},
         422: {
@@ -55,6 +55,7 @@ async def register_agent(
 ) -> AgentPublic:
     """The agent is asked for its volumes (``GET /volumes`` with its control token) first;
     only the volumes it reports are registered, with the device id it gives them."""
+    body = await agent_discovery.discovered(lister, body)
     device_ids = await agents.confirm_volumes(lister, body)
     agent = await run_in_threadpool(agents.create, session, body, device_ids)
     return agents.public(agent)
@@ -74,6 +75,19 @@ def list_agents(session: SessionDep, settings: SettingsDep) -> list[AgentPublic]
 @router.get("/{agent_id}", responses=NOT_FOUND, dependencies=[UserAuth], summary="One agent")
 def get_agent(agent_id: AgentId, session: SessionDep, settings: SettingsDep) -> AgentPublic:
     return agents.public(agents.get(session, agent_id), settings.agent_unreachable_after)
+
+
+@router.patch(
+    "/{agent_id}",
+    responses=NOT_FOUND,
+    dependencies=[UserAuth],
+    summary="Change an agent's control URL, NICs' addresses and line rates, capabilities",
+)
+def update_agent(
+    agent_id: AgentId, body: AgentPatch, session: SessionDep, settings: SettingsDep
+) -> AgentPublic:
+    agent = agents.update(session, agent_id, body)
+    return agents.public(agent, settings.agent_unreachable_after)
 
 
 @router.post(

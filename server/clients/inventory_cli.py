@@ -1,0 +1,342 @@
+"""The coordinator's inventory from the command line: agents, volume sets and links.
+
+- ``reservoir agent register NAME --url URL [--nic-speed RATE]``: the agent is asked
+  for its NICs and volumes (``discover``) and registered with them; ``list``, ``show
+  AGENT``, ``update AGENT [--url URL] [--nic NIC=RATE]...``, ``remove AGENT``.
+- ``reservoir volume-set create NAME --member AGENT:VOLUME... [--stripe-unit SIZE]``,
+  ``list``, ``show SET``, ``remove SET``.
+- ``reservoir link create NAME --a AGENT:NIC --b AGENT:NIC --capacity RATE --rtt MS``
+  and ``remove LINK`` (beside ``link list|show|probe``, ``link_cli.py``).
+
+Global options as ``reservoir transfer``: ``--server``, ``--token``, ``--json``. Items
+are named by id or name; rates take units (``10G``, ``25Gbit``), sizes too (``1MiB``).
+Exit status: 0, 1 when the coordinator refuses or cannot be reached, 2 for usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from reservoir.common.sizes import rate_arg, size_arg
+from reservoir.server.clients.transfer_cli import (
+    DASH,
+    UsageError,
+    format_table,
+    human_bytes,
+    human_time,
+    run_action,
+    write_lines,
+)
+from reservoir.server.clients.transfer_cli import _common as common_options
+
+if TYPE_CHECKING:  # imported on use: other commands must not pay for httpx
+    from reservoir.server.app.models import AgentPublic, LinkPublic, VolumeSetPublic
+    from reservoir.server.clients.client import CoordinatorClient
+
+__all__ = ["extend_agent", "extend_link", "register"]
+
+Sub = Any  # argparse's _SubParsersAction is private
+Action = Callable[["CoordinatorClient", argparse.Namespace, TextIO], int]
+
+
+def _dump(out: TextIO, data: object) -> None:
+    out.write(json.dumps(data, indent=2) + "\n")
+
+
+def _pair(text: str, sep: str, what: str) -> tuple[str, str]:
+    left, found, right = text.partition(sep)
+    if not found or not left or not right:
+        raise UsageError(f"{text!r} is not {what}")
+    return left, right
+
+
+def _find(items: Sequence[Any], ref: str, kind: str) -> Any:
+    """The item whose id, else whose name, is ``ref``."""
+    for item in items:
+        if item.id == ref:
+            return item
+    for item in items:
+        if item.name == ref:
+            return item
+    raise UsageError(f"no {kind} named {ref!r} (or with that id) on the coordinator")
+
+
+def _runner(prog: str, actions: dict[str, Action]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        return run_action(prog, actions, args)
+
+    return run
+
+
+# ---------------------------------------------------------------- agents
+
+
+def format_agent(a: AgentPublic) -> list[str]:
+    heard = human_time(a.last_heartbeat_at) if a.last_heartbeat_at else "never"
+    lines = [
+        f"agent {a.name} ({a.id}): {a.status}, last heartbeat {heard}",
+        f"control URL {a.control_url}",
+        "",
+        *format_table(
+            ["NIC", "ADDRESS", "SPEED"],
+            [[n.name, n.address, f"{n.speed_bps / 1e9:g} Gbit/s"] for n in a.nics],
+        ),
+        "",
+    ]
+    rows = [
+        [v.name, v.path or f"{v.iqn} lun {v.lun}", human_bytes(v.size_bytes), v.device_id or DASH]
+        for v in a.volumes
+    ]
+    return lines + (format_table(["VOLUME", "WHERE", "SIZE", "DEVICE"], rows) or ["no volumes"])
+
+
+def _agent_register(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    body: dict[str, Any] = {"name": args.name, "control_url": args.url, "discover": True}
+    if args.nic_speed is not None:
+        body["nic_speed_bps"] = args.nic_speed
+    agent = client.register_agent(body)
+    if args.json:
+        _dump(out, agent.model_dump(mode="json"))
+    else:
+        write_lines(out, format_agent(agent))
+    return 0
+
+
+def _agent_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    agents = client.agents()
+    if args.json:
+        _dump(out, [a.model_dump(mode="json") for a in agents])
+        return 0
+    rows = [
+        [a.name, a.id, a.status, str(len(a.nics)), str(len(a.volumes)),
+         human_time(a.last_heartbeat_at) if a.last_heartbeat_at else DASH]
+        for a in agents
+    ]  # fmt: skip
+    headers = ["NAME", "ID", "STATUS", "NICS", "VOLUMES", "LAST HEARTBEAT"]
+    write_lines(out, format_table(headers, rows) if rows else ["no agents"])
+    return 0
+
+
+def _agent_show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    agent = _find(client.agents(), args.agent, "agent")
+    if args.json:
+        _dump(out, agent.model_dump(mode="json"))
+    else:
+        write_lines(out, format_agent(agent))
+    return 0
+
+
+def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    agent = _find(client.agents(), args.agent, "agent")
+    body: dict[str, Any] = {}
+    if args.url:
+        body["control_url"] = args.url
+    nics = []
+    for text in args.nics:
+        name, rate = _pair(text, "=", "NIC=RATE (e.g. eth1=25G)")
+        try:
+            nics.append({"name": name, "speed_bps": rate_arg(rate)})
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(str(exc)) from None
+    if nics:
+        body["nics"] = nics
+    if not body:
+        raise UsageError("nothing to change: give --url or --nic")
+    updated = client.update_agent(agent.id, body)
+    if args.json:
+        _dump(out, updated.model_dump(mode="json"))
+    else:
+        write_lines(out, format_agent(updated))
+    return 0
+
+
+def _agent_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    agent = _find(client.agents(), args.agent, "agent")
+    client.delete("agents", agent.id)
+    out.write(f"agent {agent.name} removed\n")
+    return 0
+
+
+AGENT_ACTIONS: dict[str, Action] = {
+    "register": _agent_register,
+    "list": _agent_list,
+    "show": _agent_show,
+    "update": _agent_update,
+    "remove": _agent_remove,
+}
+
+
+def extend_agent(actions: Sub) -> None:
+    """Adds the inventory actions to ``reservoir agent`` (beside serve and tune)."""
+    common = common_options()
+    run = _runner("reservoir agent", AGENT_ACTIONS)
+    register_p = actions.add_parser(
+        "register", parents=[common], help="register an agent on the coordinator from what "
+        "it reports (its NICs and volumes)",
+    )  # fmt: skip
+    register_p.add_argument("name", metavar="NAME", help="its name (its tokens derive from it)")
+    register_p.add_argument("--url", required=True, help="its control API, http(s)://HOST:PORT")
+    register_p.add_argument(
+        "--nic-speed", type=rate_arg, metavar="RATE",
+        help="line rate of NICs whose kernel reports none (e.g. 10G)",
+    )  # fmt: skip
+    actions.add_parser("list", parents=[common], help="the registered agents")
+    show = actions.add_parser("show", parents=[common], help="an agent, its NICs and volumes")
+    show.add_argument("agent", metavar="AGENT")
+    update = actions.add_parser("update", parents=[common], help="change an agent")
+    update.add_argument("agent", metavar="AGENT")
+    update.add_argument("--url", help="its new control URL")
+    update.add_argument(
+        "--nic", dest="nics", action="append", default=[], metavar="NIC=RATE",
+        help="a NIC's line rate (repeatable)",
+    )  # fmt: skip
+    remove = actions.add_parser("remove", parents=[common], help="remove an unused agent")
+    remove.add_argument("agent", metavar="AGENT")
+    for name in AGENT_ACTIONS:
+        actions.choices[name].set_defaults(func=run, action=name)
+
+
+# ---------------------------------------------------------------- volume sets
+
+
+def format_set(s: VolumeSetPublic) -> list[str]:
+    head = f"volume set {s.name} ({s.id}): stripe unit {human_bytes(s.stripe_unit)}"
+    rows = [[m.agent_name, m.volume, human_bytes(m.size_bytes)] for m in s.members]
+    return [head, "", *format_table(["AGENT", "VOLUME", "SIZE"], rows)]
+
+
+def _set_create(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    agents = client.agents()
+    members = []
+    for text in args.members:
+        ref, volume = _pair(text, ":", "AGENT:VOLUME")
+        members.append({"agent_id": _find(agents, ref, "agent").id, "volume": volume})
+    body: dict[str, Any] = {"name": args.name, "members": members}
+    if args.stripe_unit is not None:
+        body["stripe_unit"] = args.stripe_unit
+    made = client.create_volume_set(body)
+    if args.json:
+        _dump(out, made.model_dump(mode="json"))
+    else:
+        write_lines(out, format_set(made))
+    return 0
+
+
+def _set_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    sets = client.volume_sets()
+    if args.json:
+        _dump(out, [s.model_dump(mode="json") for s in sets])
+        return 0
+    rows = [
+        [s.name, s.id, str(len(s.members)), human_bytes(sum(m.size_bytes for m in s.members))]
+        for s in sets
+    ]
+    write_lines(out, format_table(["NAME", "ID", "MEMBERS", "SIZE"], rows) if rows else [
+        "no volume sets"
+    ])  # fmt: skip
+    return 0
+
+
+def _set_show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    found = _find(client.volume_sets(), args.set, "volume set")
+    if args.json:
+        _dump(out, found.model_dump(mode="json"))
+    else:
+        write_lines(out, format_set(found))
+    return 0
+
+
+def _set_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    found = _find(client.volume_sets(), args.set, "volume set")
+    client.delete("volume-sets", found.id)
+    out.write(f"volume set {found.name} removed\n")
+    return 0
+
+
+SET_ACTIONS: dict[str, Action] = {
+    "create": _set_create,
+    "list": _set_list,
+    "show": _set_show,
+    "remove": _set_remove,
+}
+
+
+def register(sub: Sub) -> None:
+    """``reservoir volume-set``."""
+    common = common_options()
+    p = sub.add_parser(
+        "volume-set", parents=[common], help="create, list, show and remove volume sets",
+        description="Volume sets on the coordinator's API: agents' volumes striped as one.",
+    )  # fmt: skip
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", parents=[common], help="a volume set of members")
+    create.add_argument("name", metavar="NAME")
+    create.add_argument(
+        "--member", dest="members", action="append", required=True, metavar="AGENT:VOLUME",
+        help="an agent's volume, in stripe order (repeatable)",
+    )  # fmt: skip
+    create.add_argument(
+        "--stripe-unit", type=size_arg, metavar="SIZE", help="e.g. 1MiB (the API's default)"
+    )
+    actions.add_parser("list", parents=[common], help="the volume sets")
+    for name, text in (("show", "a volume set and its members"), ("remove", "remove one")):
+        one = actions.add_parser(name, parents=[common], help=text)
+        one.add_argument("set", metavar="SET")
+    p.set_defaults(func=_runner("reservoir volume-set", SET_ACTIONS))
+
+
+# ---------------------------------------------------------------- links
+
+
+def _link_create(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    agents = client.agents()
+    ends = {}
+    for side, text in (("a", args.a), ("b", args.b)):
+        ref, nic = _pair(text, ":", "AGENT:NIC")
+        ends[side] = (_find(agents, ref, "agent").id, nic)
+    body = {
+        "name": args.name,
+        "agent_a": ends["a"][0],
+        "nic_a": ends["a"][1],
+        "agent_b": ends["b"][0],
+        "nic_b": ends["b"][1],
+        "capacity_bps": args.capacity,
+        "rtt_ms": args.rtt,
+    }
+    link: LinkPublic = client.create_link(body)
+    if args.json:
+        _dump(out, link.model_dump(mode="json"))
+    else:
+        out.write(f"link {link.name} ({link.id}) created\n")
+    return 0
+
+
+def _link_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
+    link = _find(client.links(), args.link, "link")
+    client.delete("links", link.id)
+    out.write(f"link {link.name} removed\n")
+    return 0
+
+
+LINK_ACTIONS: dict[str, Action] = {"create": _link_create, "remove": _link_remove}
+
+
+def extend_link(actions: Sub) -> None:
+    """Adds ``create`` and ``remove`` to ``reservoir link``."""
+    common = common_options()
+    create = actions.add_parser("create", parents=[common], help="a link between two NICs")
+    create.add_argument("name", metavar="NAME")
+    create.add_argument("--a", required=True, metavar="AGENT:NIC", help="one end")
+    create.add_argument("--b", required=True, metavar="AGENT:NIC", help="the other end")
+    create.add_argument(
+        "--capacity", type=rate_arg, required=True, metavar="RATE", help="its bottleneck, e.g. 1G"
+    )
+    create.add_argument("--rtt", type=float, required=True, metavar="MS", help="round trip, ms")
+    remove = actions.add_parser("remove", parents=[common], help="remove an unused link")
+    remove.add_argument("link", metavar="LINK")
+    run = _runner("reservoir link", LINK_ACTIONS)
+    for name in LINK_ACTIONS:
+        actions.choices[name].set_defaults(func=run, action=name)
