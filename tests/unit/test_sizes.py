@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from reservoir.common.sizes import parse_size, size_arg
+from reservoir.common.sizes import parse_rate, parse_size, size_arg
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,18 @@ def test_as_an_argparse_type_a_bad_size_is_a_usage_error() -> None:
     assert size_arg("1MiB") == 1 << 20
     with pytest.raises(argparse.ArgumentTypeError, match="'eight' is not a size"):
         size_arg("eight")
+
+
+@pytest.mark.parametrize(
+    ("text", "bps"),
+    [("10G", 10**10), ("25Gbit", 25 * 10**9), ("400Mbps", 4 * 10**8), ("1.5g", 15 * 10**8),
+     ("10 Gbit/s", 10**10), ("1000", 1000), ("100M", 10**8)],
+)  # fmt: skip
+def test_rates_are_bits_per_second_with_decimal_units(text: str, bps: int) -> None:
+    assert parse_rate(text) == bps
+
+
+@pytest.mark.parametrize("text", ["", "fast", "10GiB", "-1G", "0", "10 G bit"])
+def test_what_is_not_a_rate_is_refused_in_words(text: str) -> None:
+    with pytest.raises(ValueError, match="rate"):
+        parse_rate(text)
