@@ -23,6 +23,7 @@ COMMANDS = {
     "link": "reservoir.server.clients.link_cli",
     "volume-set": "reservoir.server.clients.inventory_cli",
     "system": "reservoir.system.cli",
+    "completion": "reservoir.completion",
 }
 """Each sub-command and the module whose ``register(sub)`` adds it. Only the module
 of the command being run is imported: the coordinator's modules alone take about a
