@@ -73,8 +73,10 @@ def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
     cursor.close()
 
 
-def make_sessions(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+def make_sessions(engine: Engine, info: dict[str, Any] | None = None) -> sessionmaker[Session]:
+    """Sessions of ``engine``; ``info`` is every session's ``info`` (what the
+    coordinator's settings tell code that has only a session: ``webhooks.URLS_KEY``)."""
+    return sessionmaker(engine, expire_on_commit=False, info=info)
 
 
 def alembic_config(engine: Engine | None = None) -> Config:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from reservoir.server.app import webhooks
 from reservoir.server.app.models import TransferState
 from reservoir.server.app.tables import Transfer, TransferEvent, utcnow
 
@@ -23,10 +24,12 @@ def record(
     to_state: str | None = None,
 ) -> TransferEvent:
     """Adds an event to ``transfer`` (committed with the caller's session); a change of
-    state also stamps the transfer's times (:func:`stamp`)."""
+    state also stamps the transfer's times (:func:`stamp`) and, if it ends the transfer,
+    queues its webhook deliveries (``webhooks.py``)."""
     now = utcnow()
     if kind == "state" and to_state is not None:
         stamp(transfer, str(to_state), now)
+        webhooks.enqueue(session, transfer, str(to_state))
     event = TransferEvent(
         transfer_id=transfer.id,
         at=now,

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from reservoir import __version__
 from reservoir.common.http_boundary import BodyLimit, protect
 from reservoir.common.openapi import operation_id
-from reservoir.server.app import db, web
+from reservoir.server.app import db, web, webhooks
 from reservoir.server.app.agent_client import TIMEOUT as AGENT_TIMEOUT
 from reservoir.server.app.agent_client import (
     HttpAgentClient,
@@ -38,9 +38,10 @@ from reservoir.server.app.api.routes import (
 )
 from reservoir.server.app.campaign_watch import CampaignWatcher
 from reservoir.server.app.core.agent_credentials import AgentCredentials
-from reservoir.server.app.core.config import ServerSettings
+from reservoir.server.app.core.config import ServerSettings, SettingsError
 from reservoir.server.app.errors import install_handlers
 from reservoir.server.app.leadership import Leadership, holder_name
+from reservoir.server.app.webhooks import WebhookSender
 from reservoir.server.domain.equalizer_loop import EqualizerLoop
 from reservoir.server.domain.probe import LinkProber
 from reservoir.server.domain.scheduler import AgentScheduler, NoopScheduler, Scheduler
@@ -60,6 +61,7 @@ class _Loops:
     scheduler: Scheduler
     collector: TelemetryCollector | None
     equalizer: EqualizerLoop | None
+    webhooks: WebhookSender | None = None
     ran: bool = False
 
     async def start(self, sessions: sessionmaker[Session]) -> None:
@@ -70,9 +72,13 @@ class _Loops:
             await self.collector.start()
         if self.equalizer is not None:
             await self.equalizer.start()
+        if self.webhooks is not None:
+            await self.webhooks.start()
 
     async def stop(self) -> None:
         """Stops them (those never started only close their clients)."""
+        if self.webhooks is not None:
+            await self.webhooks.stop()
         if self.equalizer is not None:
             await self.equalizer.stop()
         if self.collector is not None:
@@ -148,7 +154,9 @@ def _services(
     the equalizer; each talks to the agents with the tokens ``credentials`` derive.
     Given loops serve the first leadership; later ones get defaults."""
     engine = engine or db.make_engine(settings.database_url)
-    sessions = db.make_sessions(engine)
+    urls = [str(url) for url in settings.webhook_urls]
+    sessions = db.make_sessions(engine, info={webhooks.URLS_KEY: urls})
+    secret = webhook_secret(settings)
 
     trust = agent_trust(settings.agent_ca_file)
 
@@ -170,7 +178,8 @@ def _services(
             collector = TelemetryCollector(sessions, client(5.0), on_copy_ended=scheduler.wake)
         if equalizer is None and isinstance(scheduler, AgentScheduler):
             equalizer = EqualizerLoop(sessions, client())
-        return _Loops(scheduler, collector, equalizer)
+        sender = WebhookSender(sessions, secret=secret) if urls else None
+        return _Loops(scheduler, collector, equalizer, sender)
 
     return _Services(
         settings=settings,
@@ -182,6 +191,20 @@ def _services(
         proxy=client(agent_proxy.TIMEOUT),  # routes/agent_proxy.py
         watcher=campaign_watcher or CampaignWatcher(sessions),
     )
+
+
+def webhook_secret(settings: ServerSettings) -> bytes | None:
+    """The key webhooks are signed with (``webhook_secret_file``), read at start."""
+    path = settings.webhook_secret_file
+    if path is None:
+        return None
+    try:
+        secret = path.read_bytes().strip()
+    except OSError as exc:
+        raise SettingsError(f"webhook_secret_file {path}: {exc.strerror}") from None
+    if len(secret) < 16:
+        raise SettingsError(f"webhook_secret_file {path}: 16 bytes at least")
+    return secret
 
 
 def _include_routes(app: FastAPI) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "UtcDateTime",
     "VolumeSet",
     "VolumeSetMember",
+    "WebhookDelivery",
     "new_id",
     "utcnow",
 ]
@@ -406,3 +407,23 @@ class CoordinatorLease(Base):
     url: Mapped[str | None] = mapped_column(String(2048))  # where the holder serves its API
     acquired_at: Mapped[float] = mapped_column(Float, default=0.0)
     expires_at: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class WebhookDelivery(Base):
+    """A notification of a transfer's end to one webhook URL (``webhooks.py``): added in
+    the transaction that ends the transfer, sent by the leading coordinator until the
+    receiver answers 2xx or the attempts run out."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transfer_id: Mapped[str] = _fk("transfers.id")
+    url: Mapped[str] = mapped_column(String(2048))
+    event: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(default=None)
+    gave_up: Mapped[bool] = mapped_column(default=False)
+    last_error: Mapped[str | None] = mapped_column(String(1024), default=None)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
+    AnyHttpUrl,
     BaseModel,
     ConfigDict,
     Field,
@@ -154,6 +155,18 @@ class _ServerFields(BaseModel):
         strict=False,
         description="PEM CA certificates that agents' HTTPS certificates are checked "
         "against; default: the system's trust store",
+    )
+    webhook_urls: list[AnyHttpUrl] = Field(
+        default_factory=list,
+        max_length=16,
+        description="URLs told (POST, JSON) when a transfer completes, fails or is "
+        "cancelled (webhooks.py)",
+    )
+    webhook_secret_file: Path | None = Field(
+        default=None,
+        strict=False,
+        description="a file whose content signs each webhook's body "
+        "(X-Reservoir-Signature: sha256=HMAC)",
     )
     data_dir: Path | None = Field(
         default=None,
