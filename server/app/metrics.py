@@ -24,6 +24,10 @@ that are not final (completed, cancelled) and those that became final in the las
 ``reservoir_stream_cwnd_cap_segments``              is set
 ``reservoir_nic_pacing_rate_bytes_per_second``      per NIC pacing rate the agents
 ``{transfer,agent,nic}``                            report (omitted when none)
+``reservoir_agents{status}``                        agents: registered (no heartbeat
+                                                    yet), ok, unreachable
+``reservoir_agent_last_heartbeat_timestamp_seconds  when each agent's last heartbeat
+{agent}``                                           arrived (Unix seconds)
 ==================================================  =================================
 
 A stream counts in a transfer's throughput if its latest sample is at most
@@ -43,7 +47,8 @@ from sqlalchemy.orm import Session
 
 from reservoir import __version__
 from reservoir.server.app.models import TransferState
-from reservoir.server.app.tables import StreamSample, Transfer, utcnow
+from reservoir.server.app.services.agents import status as agent_status
+from reservoir.server.app.tables import Agent, StreamSample, Transfer, utcnow
 from reservoir.server.domain.telemetry import FINAL, latest_per_stream, nic_pacing
 
 __all__ = ["CONTENT_TYPE", "RECENT_SECONDS", "STALE_SECONDS", "families", "render"]
@@ -153,7 +158,28 @@ def _counts(transfers: Sequence[Transfer]) -> Metric:
     return counts
 
 
-def families(session: Session) -> list[Metric]:
+AGENT_STATUSES = ("registered", "ok", "unreachable")
+
+
+def _agent_families(session: Session, unreachable_after: float) -> list[Metric]:
+    """Agents by status, and when each last sent a heartbeat (Unix seconds)."""
+    agents = session.scalars(select(Agent).order_by(Agent.name)).all()
+    statuses = [agent_status(a, unreachable_after) for a in agents]
+    counts = _gauge("reservoir_agents", "registered agents by status", ["status"])
+    for each in sorted({*AGENT_STATUSES, *statuses}):
+        counts.add_metric([each], statuses.count(each))
+    heard = _gauge(
+        "reservoir_agent_last_heartbeat_timestamp_seconds",
+        "when the agent's last heartbeat arrived (agents that sent one)",
+        ["agent"],
+    )
+    for a in agents:
+        if a.last_heartbeat_at is not None:
+            heard.add_metric([a.name], a.last_heartbeat_at.timestamp())
+    return [counts, heard]
+
+
+def families(session: Session, unreachable_after: float = float("inf")) -> list[Metric]:
     """Every metric family, read from the database now."""
     transfers = session.scalars(select(Transfer).order_by(Transfer.created_at)).all()
     live = [t.id for t in transfers if t.state not in FINAL]
@@ -165,6 +191,7 @@ def families(session: Session) -> list[Metric]:
         _counts(transfers),
         *_transfer_families(_shown(transfers), _rates(samples)),
         *_stream_families(samples),
+        *_agent_families(session, unreachable_after),
     ]
     pacing = nic_pacing(session, live)
     if pacing:
@@ -179,8 +206,9 @@ def families(session: Session) -> list[Metric]:
     return out
 
 
-def render(session: Session) -> bytes:
-    """The exposition text of a registry built for this scrape."""
+def render(session: Session, unreachable_after: float = float("inf")) -> bytes:
+    """The exposition text of a registry built for this scrape (an agent silent for
+    ``unreachable_after`` seconds counts as unreachable)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fixed(families(session)))
+    registry.register(_Fixed(families(session, unreachable_after)))
     return generate_latest(registry)

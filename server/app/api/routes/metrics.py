@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from reservoir.server.app import metrics
-from reservoir.server.app.api.deps import AUTH_RESPONSES, SessionDep, UserAuth
+from reservoir.server.app.api.deps import AUTH_RESPONSES, SessionDep, SettingsDep, UserAuth
 
 __all__ = ["router"]
 
@@ -35,5 +35,6 @@ router = APIRouter(tags=["metrics"], responses=AUTH_RESPONSES, dependencies=[Use
         }
     },
 )
-def get_metrics(session: SessionDep) -> Response:
-    return Response(metrics.render(session), media_type=metrics.CONTENT_TYPE)
+def get_metrics(session: SessionDep, settings: SettingsDep) -> Response:
+    text = metrics.render(session, settings.agent_unreachable_after)
+    return Response(text, media_type=metrics.CONTENT_TYPE)
