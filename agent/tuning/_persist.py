@@ -12,9 +12,9 @@ the interface's configuration (systemd-networkd, ifupdown), which the report say
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
+
+from reservoir.common.store import marked, write_atomic
 
 from ._errors import TuningError
 from ._profile import Profile
@@ -59,17 +59,10 @@ def persist(profile: Profile, directory: Path = SYSCTL_D, *, own_netns: bool = T
     path = directory / FILE_NAME
     _check_ours(path)
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{FILE_NAME}.")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(render(profile))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_atomic(path, render(profile).encode(), mode=0o644)
+    except OSError as exc:
+        raise PersistError(f"{path}: {exc.strerror}") from None
     return path
 
 
@@ -85,13 +78,10 @@ def unpersist(directory: Path = SYSCTL_D) -> Path | None:
 
 def _check_ours(path: Path) -> None:
     try:
-        with open(path) as f:
-            first = f.readline().rstrip("\n")
-    except FileNotFoundError:
-        return
+        ours = marked(path, MARK)
     except OSError as exc:
         raise PersistError(f"{path}: {exc.strerror}") from None
-    if first != MARK:
+    if ours is False:
         raise PersistError(f"{path} exists and was not written by Reservoir: left as it is")
 
 

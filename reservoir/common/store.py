@@ -6,7 +6,8 @@ pacing state, results and progress files.
 asked, 0600 by default), fsyncs it, renames it over the target and fsyncs the folder;
 ``durable=False`` skips both fsyncs for files rewritten every second whose last
 version may be lost in a crash (a campaign's progress). :func:`write_json_atomic`
-saves a JSON object that way, in a private folder it creates.
+saves a JSON object that way, in a private folder it creates. :func:`marked` tells a
+file Reservoir wrote into a system folder (its first line a mark) from an operator's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fsync_dir", "read_json", "write_atomic", "write_json_atomic"]
+__all__ = ["fsync_dir", "marked", "read_json", "write_atomic", "write_json_atomic"]
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
@@ -61,3 +62,17 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     return data
+
+
+def marked(path: Path, mark: str) -> bool | None:
+    """Whether the file ``path`` begins with the line ``mark`` (one Reservoir wrote and
+    may replace or remove); None where there is no file; False for a symbolic link (an
+    operator's, whatever it points to). Raises ``OSError`` for a file it cannot read."""
+    if path.is_symlink():
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline().rstrip("\n")
+    except FileNotFoundError:
+        return None
+    return first == mark

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reservoir.common.errors import ReservoirError
-from reservoir.common.store import fsync_dir, write_atomic
+from reservoir.common.store import fsync_dir, marked, write_atomic
 from reservoir.shipped import config_dir
 
 __all__ = [
@@ -165,14 +165,11 @@ def _read(path: Path) -> str | None:
 def _check_ours(path: Path) -> None:
     """UnitFileError unless ``path`` is absent or a regular file whose first line is
     :data:`MARK`."""
-    if path.is_symlink():
-        raise UnitFileError(f"{path} is a link (a masked or linked unit): left as it is")
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            first = f.readline().rstrip("\n")
-    except FileNotFoundError:
-        return
+        ours = marked(path, MARK)
     except OSError as exc:
         raise UnitFileError(f"{path}: {exc.strerror}") from None
-    if first != MARK:
+    if ours is False and path.is_symlink():
+        raise UnitFileError(f"{path} is a link (a masked or linked unit): left as it is")
+    if ours is False:
         raise UnitFileError(f"{path} exists and was not written by Reservoir: left as it is")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reservoir.common import store
 from reservoir.common.store import read_json, write_atomic, write_json_atomic
 
 
@@ -46,3 +47,15 @@ def test_json_goes_into_a_private_folder_it_makes(tmp_path: Path) -> None:
     assert read_json(path) == {"a": [2], "b": 1}
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_marked_tells_our_files_from_an_operators(tmp_path: Path) -> None:
+    mark = "# written by reservoir"
+    ours, theirs, link = tmp_path / "ours", tmp_path / "theirs", tmp_path / "link"
+    ours.write_text(f"{mark}\nkey = 1\n")
+    theirs.write_text("key = 2\n")
+    link.symlink_to(ours)
+    assert store.marked(ours, mark) is True
+    assert store.marked(theirs, mark) is False
+    assert store.marked(link, mark) is False  # a link is the operator's, whatever it names
+    assert store.marked(tmp_path / "none", mark) is None
