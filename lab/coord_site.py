@@ -38,6 +38,7 @@ __all__ = ["AgentProc", "Coordinator", "Site", "TransferError", "inside", "site_
 CLONE_NEWNET = 0x40000000
 SRC_PORTS = {"l1": 8471, "l2": 8472}
 DST_PORTS = {"l1": 8473, "l2": 8474}
+HEARTBEAT_INTERVAL = 5  # seconds: the agents' heartbeats to the coordinator
 COORD_PORT = 8470
 ISCSI_PORT = 3260
 IQN = "iqn.2026-11.org.reservoir:coord-{link}"
@@ -116,6 +117,7 @@ class AgentProc:
     cwnd_caps: str = "pacing-rate"  # the agent setting: bpf, pacing-rate, off
     host: str = ""  # the lab host it runs in (default: role)
     target_mptcp: bool = False  # the agent setting: the target listens with MPTCP
+    coordinator: str | None = None  # the coordinator's URL: heartbeats go there
 
     @property
     def name(self) -> str:
@@ -147,6 +149,15 @@ class AgentProc:
         ]
         if self.target_mptcp:
             lines.append("target_mptcp = true")
+        if self.coordinator is not None:  # heartbeats, as an operator would set them up
+            token = home / "coordinator.token"
+            token.write_text(self.credentials.heartbeat_token(self.name) + "\n")
+            token.chmod(0o600)
+            lines += [
+                f'coordinator = "{self.coordinator}"',
+                f'coordinator_token_file = "{token}"',
+                f"heartbeat_interval = {HEARTBEAT_INTERVAL}",
+            ]
         if self.role == "src":  # the file it reads is one of its volumes
             lines.append(f'source_volumes = ["{self.data.resolve()}"]')
         if self.role == "dst":
@@ -214,6 +225,8 @@ class Coordinator:
             RESERVOIR_SERVER_USER_TOKENS=f'["{self.user_token}"]',
             RESERVOIR_SERVER_SECRET_KEY_FILE=str(self.work / KEY_FILE),
             RESERVOIR_SERVER_SCHEDULER_INTERVAL="0.5",
+            # a coordinator killed and started again leads once its old lease runs out
+            RESERVOIR_SERVER_LEASE_SECONDS="3",
         )
         return env
 
@@ -271,6 +284,8 @@ class Site:
                 self.lab, "dst", k, self.net.dst[k], DST_PORTS[k], self.work, credentials, lun, iqn
             )
         self.coordinator = Coordinator(self.lab, self.net.src["l1"], self.work)
+        for a in self.agents():
+            a.coordinator = f"http://{self.net.src['l1']}:{COORD_PORT}"
 
     def fresh_luns(self) -> None:
         """Zero the LUN files in place (the targets keep them open)."""

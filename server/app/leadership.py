@@ -17,8 +17,8 @@ renewal by its own monotonic clock, and stops leading as soon as that runs out
 without a renewal (a database it cannot reach, a renewal that hangs), which is before
 the database lets a standby take it. A standby tries at the same pace, so it leads
 within ``lease + lease / 3`` seconds of a leader's death. A leader that stops in
-order gives the lease back, and a standby takes it at its next try. A coordinator
-restarted on its host and address takes its own lease back at once (``holder_name``).
+order gives the lease back, and a standby takes it at its next try; a coordinator
+killed and started again waits for its old lease to run out, as a standby would.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 import uuid
@@ -46,10 +47,11 @@ Hook = Callable[[], Awaitable[None]]
 
 
 def holder_name(listen: str | None = None) -> str:
-    """This coordinator's name in the lease: its host and the address it listens on, so
-    a coordinator restarted in place takes its own lease back at once (no two processes
-    listen on one address); a random part where the address is not given."""
-    return f"{socket.gethostname()}/{listen or uuid.uuid4().hex[:12]}"
+    """This coordinator's name in the lease: its host, the address it listens on, its
+    PID and a random part. Unique per process: two coordinators with the same host name
+    and address (two network namespaces of one host) must never both hold the lease,
+    so a coordinator killed and started again waits for its old lease to run out."""
+    return f"{socket.gethostname()}/{listen or '-'}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)

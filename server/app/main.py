@@ -55,8 +55,9 @@ API_PREFIX = "/api/v1"
 @dataclass
 class _Loops:
     """What acts on its own and runs only while this coordinator leads: the scheduler
-    and, with the agents' scheduler, the telemetry collector and the equalizer. A set
-    runs once: the next leadership gets a new set (``_Services.new_loops``)."""
+    and, with the agents' scheduler, the telemetry collector and the equalizer; the
+    webhook sender where webhooks are set. A set runs once: the next leadership gets a
+    new set (``_Services.new_loops``)."""
 
     scheduler: Scheduler
     collector: TelemetryCollector | None
