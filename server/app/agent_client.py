@@ -101,11 +101,13 @@ class ForwardedRefusalError(AgentError):
 
 @dataclass(frozen=True, slots=True)
 class AgentRef:
-    """Where an agent's control API is; its name says which credentials it takes."""
+    """Where an agent's control API is; its name and token generation say which
+    credentials it takes."""
 
     id: str
     name: str
     control_url: str
+    generation: int = 0
 
 
 class AgentClient(Protocol):
@@ -181,7 +183,8 @@ class HttpAgentClient:
 
     def _auth(self, agent: AgentRef) -> dict[str, str]:
         """The agent's bearer token, and the id of the request being answered, if any."""
-        headers = {"Authorization": f"Bearer {self._credentials.control_token(agent.name)}"}
+        token = self._credentials.control_token(agent.name, agent.generation)
+        headers = {"Authorization": f"Bearer {token}"}
         request_id = current_request_id.get()
         if request_id is not None:
             headers[REQUEST_ID_HEADER] = request_id

@@ -252,6 +252,13 @@ class AgentPatch(Strict):
     control_url: AnyHttpUrl | None = None
     nics: list[NicPatch] = Field(default_factory=list, max_length=64)
     capabilities: list[str] | None = Field(default=None, max_length=64)
+    rotate_tokens: bool = Field(
+        default=False,
+        description="move the agent to its next token generation: the coordinator presents "
+        "a new control token and takes only the new heartbeat token (`reservoir server "
+        "agent-credentials NAME --generation N` prints them; give the agent the new "
+        "digest first, beside the old one)",
+    )
 
 
 class HeartbeatCreate(Strict):
@@ -265,6 +272,9 @@ class HeartbeatCreate(Strict):
 class AgentPublic(AgentBase):
     id: str
     volumes: list[VolumePublic]  # type: ignore[assignment]  # with the device ids
+    token_generation: int = Field(
+        default=0, description="which tokens it takes: 0 at registration, +1 per rotation"
+    )
     status: str
     version: str | None
     registered_at: datetime

@@ -112,6 +112,9 @@ class Agent(Base):
     last_heartbeat_at: Mapped[datetime | None]
     status: Mapped[str] = mapped_column(String(32), default="registered")
     version: Mapped[str | None] = mapped_column(String(64))
+    # which tokens it takes (core/agent_credentials.py): one more at each rotation (not
+    # named token_*: the database holds no token, and a test reads it for the word)
+    credentials_generation: Mapped[int] = mapped_column(default=0, server_default="0")
 
     nics: Mapped[list[AgentNic]] = relationship(
         back_populates="agent", cascade="all, delete-orphan", order_by="AgentNic.id"

@@ -53,6 +53,14 @@ def register(sub: Sub) -> None:
         metavar="FILE",
         help="TOML file with a [server] table (where the secret key is)",
     )
+    creds.add_argument(
+        "--generation",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the token generation (0 at registration; +1 at each rotation: "
+        "reservoir agent update NAME --rotate-tokens)",
+    )
     creds.set_defaults(func=agent_credentials)
 
 
@@ -79,20 +87,21 @@ def agent_credentials(args: argparse.Namespace) -> int:
     except (SettingsError, SecretKeyError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    print(_credentials_text(args.name, credentials), end="")
+    print(_credentials_text(args.name, credentials, args.generation), end="")
     return 0
 
 
-def _credentials_text(name: str, credentials: AgentCredentials) -> str:
+def _credentials_text(name: str, credentials: AgentCredentials, generation: int = 0) -> str:
+    which = f" (token generation {generation})" if generation else ""
     return (
-        f"# agent {name}: in the [agent] table of its configuration file, the digest of\n"
-        "# the token this coordinator presents to it\n"
-        f'tokens = ["{credentials.control_digest(name)}"]\n'
+        f"# agent {name}{which}: in the [agent] table of its configuration file, the\n"
+        "# digest of the token this coordinator presents to it\n"
+        f'tokens = ["{credentials.control_digest(name, generation)}"]\n'
         "# and its heartbeat token, which it presents to this coordinator: alone in a file\n"
         "# only the agent reads (chmod 600), named in the same table as\n"
         '# coordinator_token_file = "FILE", with coordinator = "URL of this coordinator"\n'
         "# for the agent to send its heartbeats\n"
-        f"{credentials.heartbeat_token(name)}\n"
+        f"{credentials.heartbeat_token(name, generation)}\n"
     )
 
 

@@ -77,7 +77,8 @@ def _runner(prog: str, actions: dict[str, Action]) -> Callable[[argparse.Namespa
 def format_agent(a: AgentPublic) -> list[str]:
     heard = human_time(a.last_heartbeat_at) if a.last_heartbeat_at else "never"
     lines = [
-        f"agent {a.name} ({a.id}): {a.status}, last heartbeat {heard}",
+        f"agent {a.name} ({a.id}): {a.status}, last heartbeat {heard}, "
+        f"token generation {a.token_generation}",
         f"control URL {a.control_url}",
         "",
         *format_table(
@@ -143,8 +144,10 @@ def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: Text
             raise UsageError(str(exc)) from None
     if nics:
         body["nics"] = nics
+    if args.rotate_tokens:
+        body["rotate_tokens"] = True
     if not body:
-        raise UsageError("nothing to change: give --url or --nic")
+        raise UsageError("nothing to change: give --url, --nic or --rotate-tokens")
     updated = client.update_agent(agent.id, body)
     if args.json:
         _dump(out, updated.model_dump(mode="json"))
@@ -192,6 +195,11 @@ def extend_agent(actions: Sub) -> None:
     update.add_argument(
         "--nic", dest="nics", action="append", default=[], metavar="NIC=RATE",
         help="a NIC's line rate (repeatable)",
+    )  # fmt: skip
+    update.add_argument(
+        "--rotate-tokens", action="store_true",
+        help="the agent's next token generation (give the agent its new digest first: "
+        "reservoir server agent-credentials NAME --generation N)",
     )  # fmt: skip
     remove = actions.add_parser("remove", parents=[common], help="remove an unused agent")
     remove.add_argument("agent", metavar="AGENT")

@@ -78,7 +78,7 @@ class CopyPlan:
 
 
 def agent_ref(agent: Agent) -> AgentRef:
-    return AgentRef(agent.id, agent.name, agent.control_url)
+    return AgentRef(agent.id, agent.name, agent.control_url, agent.credentials_generation)
 
 
 def copy_id(transfer_id: str, first_leg: int) -> str:

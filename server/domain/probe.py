@@ -183,7 +183,7 @@ class End:
 
 
 def _ref(agent: Agent) -> AgentRef:
-    return AgentRef(agent.id, agent.name, agent.control_url)
+    return AgentRef(agent.id, agent.name, agent.control_url, agent.credentials_generation)
 
 
 def _end(session: Session, agent_id: str, nic: str, side: str) -> End:

@@ -67,8 +67,9 @@ def write_config(tmp: Path, *, scheduler: str = "agents", extra: str = "") -> Pa
     return path
 
 
-def agent_credentials(config: Path, name: str) -> Printed:
+def agent_credentials(config: Path, name: str, generation: int = 0) -> Printed:
     argv = [sys.executable, "-m", "reservoir", "server", "agent-credentials", name]
+    argv += ["--generation", str(generation)]
     done = subprocess.run(
         [*argv, "--config", str(config)],
         cwd=ROOT,  # this tree's reservoir
@@ -342,3 +343,37 @@ def test_a_heartbeat_without_an_id_takes_only_an_agents_own_token(tmp_path: Path
             assert ok(c.post("/agents/heartbeat", json={"version": "9.9"}))["name"] == "a"
         with client(url, "forged-heartbeat-token-0123456789") as c:
             assert c.post("/agents/heartbeat", json={}).status_code == 401
+
+
+def test_rotating_an_agents_tokens_keeps_it_with_everything_that_uses_it(
+    tmp_path: Path,
+) -> None:
+    """The operator gives the agent its next digest beside the old one, rotates, and the
+    coordinator presents the new token and takes only the new heartbeat token; an agent
+    left with the old digest refuses the coordinator from then on."""
+    config = write_config(tmp_path, scheduler="off")
+    old, new = agent_credentials(config, "a"), agent_credentials(config, "a", generation=1)
+    assert old.digest != new.digest and old.heartbeat_token != new.heartbeat_token
+    both = Printed(f'tokens = ["{old.digest}", "{new.digest}"]', old.heartbeat_token)
+    stale = Printed(agent_credentials(config, "b").tokens_line, "unused-heartbeat-token")
+    with (
+        coordinator(config) as url,
+        agent(write_agent_config(tmp_path, "a", both, None)) as url_a,
+        agent(write_agent_config(tmp_path, "b", stale, None)) as url_b,
+        client(url) as c,
+    ):
+        ids = {
+            name: ok(c.post("/agents", json={"name": name, "control_url": u, "volumes": []}))["id"]
+            for name, u in (("a", url_a), ("b", url_b))
+        }
+        for agent_id in ids.values():
+            assert ok(c.get(f"/agents/{agent_id}/info"))["version"]  # generation 0 taken
+            rotated = ok(c.patch(f"/agents/{agent_id}", json={"rotate_tokens": True}))
+            assert rotated["token_generation"] == 1 and rotated["id"] == agent_id
+        assert ok(c.get(f"/agents/{ids['a']}/info"))["name"] == "a"  # generation 1 taken
+        refused = c.get(f"/agents/{ids['b']}/info")
+        assert refused.status_code == 502 and refused.json()["code"] == "agent_token_refused"
+        with client(url, old.heartbeat_token) as h:
+            assert h.post("/agents/heartbeat", json={}).status_code == 401
+        with client(url, new.heartbeat_token) as h:
+            assert ok(h.post("/agents/heartbeat", json={}))["name"] == "a"

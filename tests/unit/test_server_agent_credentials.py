@@ -45,8 +45,9 @@ def test_a_heartbeat_token_is_known_for_its_agent_only(tmp_path: Path) -> None:
     assert creds.is_heartbeat_token("a", token)
     assert not creds.is_heartbeat_token("b", token)
     assert not creds.is_heartbeat_token("a", creds.control_token("a"))
-    assert creds.heartbeat_owner(token, ["b", "a", "c"]) == "a"
-    assert creds.heartbeat_owner(token, ["b", "c"]) is None
+    assert creds.heartbeat_owner(token, [("b", 0), ("a", 0), ("c", 0)]) == "a"
+    assert creds.heartbeat_owner(token, [("b", 0), ("c", 0)]) is None
+    assert creds.heartbeat_owner(token, [("a", 1)]) is None  # another generation
 
 
 def test_the_key_is_not_in_the_repr(tmp_path: Path) -> None:

@@ -135,7 +135,8 @@ TokenDep = Annotated[str, Depends(get_token)]
 
 def _heartbeat_owner(session: Session, credentials: AgentCredentials, token: str) -> str | None:
     """The registered agent whose heartbeat token ``token`` is, by name."""
-    return credentials.heartbeat_owner(token, session.scalars(select(Agent.name)))
+    rows = session.execute(select(Agent.name, Agent.credentials_generation))
+    return credentials.heartbeat_owner(token, [(name, generation) for name, generation in rows])
 
 
 def role_of(
@@ -199,7 +200,9 @@ def require_agent(
     if token_rule.matches(token, settings.user_digests):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "heartbeats need an agent's token")
     agent = session.get(Agent, agent_id)
-    if agent is not None and credentials.is_heartbeat_token(agent.name, token):
+    if agent is not None and credentials.is_heartbeat_token(
+        agent.name, token, agent.credentials_generation
+    ):
         return
     owner = _heartbeat_owner(session, credentials, token)
     if owner is None:

@@ -92,6 +92,7 @@ def public(agent: Agent, unreachable_after: float = float("inf")) -> AgentPublic
                 for v in agent.volumes
             ],
             "capabilities": agent.capabilities,
+            "token_generation": agent.credentials_generation,
             "status": status(agent, unreachable_after),
             "version": agent.version,
             "registered_at": agent.registered_at,
@@ -204,7 +205,7 @@ def create(session: Session, body: AgentCreate, device_ids: Sequence[str] = ()) 
 
 def update(session: Session, agent_id: str, body: AgentPatch) -> Agent:
     """Applies what ``body`` gives: the control URL, NICs' addresses and line rates (by
-    name: 422 for one the agent does not have), the capabilities."""
+    name: 422 for one the agent does not have), the capabilities, a token rotation."""
     agent = get(session, agent_id)
     if body.control_url is not None:
         agent.control_url = str(body.control_url)
@@ -221,6 +222,8 @@ def update(session: Session, agent_id: str, body: AgentPatch) -> Agent:
             nic.speed_bps = change.speed_bps
     if body.capabilities is not None:
         agent.capabilities = list(body.capabilities)
+    if body.rotate_tokens:
+        agent.credentials_generation += 1
     session.commit()
     return agent
 

@@ -84,7 +84,7 @@ def get_agent(agent_id: AgentId, request: Request) -> AgentRef:
     sessions: sessionmaker[Session] = request.app.state.sessions
     with sessions() as session:
         agent = agents.get(session, agent_id)
-        return AgentRef(agent.id, agent.name, agent.control_url)
+        return AgentRef(agent.id, agent.name, agent.control_url, agent.credentials_generation)
 
 
 def get_client(request: Request) -> HttpAgentClient:
