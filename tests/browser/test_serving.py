@@ -60,7 +60,7 @@ def test_the_built_dashboard_is_served_at_the_root(built: Path, tmp_path: Path) 
     r = c.get("/app.js")
     assert r.status_code == 200 and "javascript" in r.headers["content-type"]
     assert c.get("/no-such-file.js").status_code == 404
-    assert c.get("/api/v1/health").json() == {"status": "ok"}
+    assert c.get("/api/v1/health").json()["status"] == "ok"
     assert c.get("/api/v1/agents").status_code == 401
     assert c.get("/metrics").status_code == 401
 
