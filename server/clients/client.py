@@ -281,9 +281,17 @@ class CoordinatorClient:
     # ------------------------------------------------------------ plumbing
 
     def _get_list(self, path: str, model: type[M]) -> list[M]:
-        with self._translated():
-            response = self._send("GET", path)
-            return TypeAdapter(list[model]).validate_json(response.content)  # type: ignore[valid-type]
+        """Every item of the list at ``path``, page after page (its X-Next-Cursor)."""
+        found: list[M] = []
+        params: dict[str, str] = {"limit": str(PAGE)}
+        while True:
+            with self._translated():
+                response = self._send("GET", path, params=params)
+                found += TypeAdapter(list[model]).validate_json(response.content)  # type: ignore[valid-type]
+            following = response.headers.get("X-Next-Cursor")
+            if following is None:
+                return found
+            params["cursor"] = following
 
     def _request(self, method: str, path: str, model: type[M], **kwargs: Any) -> M:
         with self._translated():

@@ -106,3 +106,19 @@ def test_bad_labels_cursors_and_parameters_are_422_and_change_nothing(api: Api) 
         r = api.get("/transfers", params=params)
         assert r.status_code == 422, (params, r.text)
         assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_the_inventorys_lists_come_in_pages_too(api: Api) -> None:
+    agents = [agent(api, f"a{i}") for i in range(3)]
+    for i, a in enumerate(agents):
+        volume_set(api, f"set{i}", [a])
+    for path, made in (("/agents", [a["id"] for a in agents]), ("/volume-sets", None)):
+        first = api.get(path, params={"limit": 2})
+        assert len(ids(first)) == 2 and "X-Next-Cursor" in first.headers
+        rest = api.get(path, params={"limit": 2, "cursor": first.headers["X-Next-Cursor"]})
+        assert len(ids(rest)) == 1 and "Link" not in rest.headers
+        if made is not None:
+            assert ids(first) + ids(rest) == made
+        assert api.get(path, params={"cursor": "nope"}).status_code == 422
+        assert api.get(path, params={"colour": "red"}).status_code == 422
+    assert ids(api.get("/links")) == []

@@ -105,6 +105,27 @@ export async function api(path, { method = 'GET', body, signal, more = {} } = {}
 }
 
 /**
+ * Every item of a list at /api/v1 + path, following its pages (X-Next-Cursor), 1000 a
+ * page: the inventory's lists (agents, volume sets, links).
+ * @param {string} path @param {AbortSignal} [signal]
+ * @returns {Promise<any[]>}
+ */
+export async function all(path, signal) {
+  /** @type {any[]} */
+  const items = [];
+  let cursor = null;
+  do {
+    const query = new URLSearchParams({ limit: '1000' });
+    if (cursor) query.set('cursor', cursor);
+    const r = await fetch(`${API}${path}?${query}`, { headers: headers(), signal, cache: 'no-store' });
+    if (!r.ok) throw await failure(r);
+    items.push(...(await r.json()));
+    cursor = r.headers.get('X-Next-Cursor');
+  } while (cursor);
+  return items;
+}
+
+/**
  * The text at `path` of the coordinator (a report page), with the token.
  * @param {string} path @param {AbortSignal} [signal]
  */

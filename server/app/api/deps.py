@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
@@ -30,6 +31,7 @@ from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import ServerSettings
 from reservoir.server.app.errors import NotFoundError, StandbyError
 from reservoir.server.app.leadership import Leadership, current_lease
+from reservoir.server.app.services import pages
 from reservoir.server.app.tables import Agent
 from reservoir.server.domain.scheduler import Scheduler
 
@@ -37,11 +39,13 @@ __all__ = [
     "AUTH_RESPONSES",
     "CONFLICT",
     "NOT_FOUND",
+    "PAGED",
     "STANDBY_RESPONSE",
     "AgentAuth",
     "CredentialsDep",
     "HeartbeatSender",
     "LeaderOnly",
+    "PageQuery",
     "Role",
     "SchedulerDep",
     "SessionDep",
@@ -92,6 +96,26 @@ def get_scheduler(request: Request) -> Scheduler:
 
 
 SchedulerDep = Annotated[Scheduler, Depends(get_scheduler)]
+
+
+class PageParams(BaseModel):
+    """``limit`` and ``cursor`` of a list (``services/pages.py``); others are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=pages.DEFAULT_LIMIT, ge=1, le=pages.MAX_LIMIT)
+    cursor: str | None = Field(
+        default=None, max_length=512, description="the next page's, from X-Next-Cursor"
+    )
+
+
+PageQuery = Annotated[PageParams, Query()]
+PAGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a page, oldest first; a later one's URL is in `Link: <...>; "
+        'rel="next"` and its cursor in `X-Next-Cursor`, absent on the last page'
+    }
+}
 
 
 def require_leader(request: Request) -> None:

@@ -46,7 +46,6 @@ __all__ = [
     "get",
     "heartbeat",
     "heartbeat_of",
-    "list_all",
     "public",
     "status",
     "unconfirmed",
@@ -106,10 +105,6 @@ def get(session: Session, agent_id: str) -> Agent:
     if agent is None:
         raise NotFoundError("agent", agent_id)
     return agent
-
-
-def list_all(session: Session) -> Sequence[Agent]:
-    return session.scalars(select(Agent).order_by(Agent.registered_at, Agent.id)).all()
 
 
 def _what(volume: VolumeBase) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,7 +16,7 @@ from reservoir.server.app.models import (
 from reservoir.server.app.tables import Agent, Link, TransferPath, utcnow
 from reservoir.server.domain.probe import LinkProber
 
-__all__ = ["create", "delete", "get", "list_all", "probe", "public"]
+__all__ = ["create", "delete", "get", "probe", "public"]
 
 
 def public(link: Link) -> LinkPublic:
@@ -75,10 +73,6 @@ def get(session: Session, link_id: str) -> Link:
     if link is None:
         raise NotFoundError("link", link_id)
     return link
-
-
-def list_all(session: Session) -> Sequence[Link]:
-    return session.scalars(select(Link).order_by(Link.created_at, Link.id)).all()
 
 
 def _end(session: Session, side: str, agent_id: str, nic: str) -> None:

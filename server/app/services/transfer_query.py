@@ -11,11 +11,8 @@ several ``label`` values must all match.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -23,6 +20,7 @@ from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
 from sqlalchemy.orm import Session
 
 from reservoir.server.app.errors import InvalidRequestError
+from reservoir.server.app.services import pages
 from reservoir.server.app.tables import (
     Agent,
     AgentVolume,
@@ -32,10 +30,10 @@ from reservoir.server.app.tables import (
     utcnow,
 )
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "Page", "TransferFilter", "page", "patch_labels"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "TransferFilter", "page", "patch_labels", "set_labels"]
 
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
+DEFAULT_LIMIT = pages.DEFAULT_LIMIT
+MAX_LIMIT = pages.MAX_LIMIT
 
 
 @dataclass
@@ -52,36 +50,17 @@ class TransferFilter:
     order: Literal["asc", "desc"] = "asc"  # oldest first, or newest first
 
 
-@dataclass
-class Page:
-    transfers: list[Transfer] = field(default_factory=list)
-    next_cursor: str | None = None
-
-
-def page(session: Session, want: TransferFilter) -> Page:
+def page(session: Session, want: TransferFilter) -> pages.Page[Transfer]:
     """One page of the transfers ``want`` names, and the cursor of the next if any."""
-    query = _filtered(select(Transfer), session, want)
-    newest_first = want.order == "desc"
-    if want.cursor is not None:
-        at, last_id = decode_cursor(want.cursor)
-        if newest_first:
-            after = or_(
-                Transfer.created_at < at, and_(Transfer.created_at == at, Transfer.id < last_id)
-            )
-        else:
-            after = or_(
-                Transfer.created_at > at, and_(Transfer.created_at == at, Transfer.id > last_id)
-            )
-        query = query.where(after)
-    if newest_first:
-        query = query.order_by(Transfer.created_at.desc(), Transfer.id.desc())
-    else:
-        query = query.order_by(Transfer.created_at, Transfer.id)
-    rows = list(session.scalars(query.limit(want.limit + 1)))
-    if len(rows) <= want.limit:
-        return Page(rows)
-    shown = rows[: want.limit]
-    return Page(shown, encode_cursor(shown[-1]))
+    return pages.page(
+        session,
+        _filtered(select(Transfer), session, want),
+        Transfer.created_at,
+        Transfer.id,
+        limit=want.limit,
+        cursor=want.cursor,
+        newest_first=want.order == "desc",
+    )
 
 
 def _filtered(query: Select[Transfer], session: Session, want: TransferFilter) -> Select[Transfer]:
@@ -111,26 +90,6 @@ def _with_agent(session: Session, agent: str) -> ColumnElement[bool]:
         .where(AgentVolume.agent_id == (agent_id or ""))
     )
     return or_(Transfer.source_set_id.in_(on_agent), Transfer.dest_set_id.in_(on_agent))
-
-
-def encode_cursor(last: Transfer) -> str:
-    raw = json.dumps([last.created_at.isoformat(), last.id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """The creation time and id a cursor names; 422 for one this coordinator did not make."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        at, last_id = json.loads(raw)
-        when = datetime.fromisoformat(at)
-        if not isinstance(last_id, str) or when.tzinfo is None:
-            raise ValueError("not a cursor")
-    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
-        raise InvalidRequestError(
-            ("query", "cursor"), "not a cursor of this listing (take it from a page's Link)"
-        ) from None
-    return when, last_id
 
 
 def set_labels(transfer: Transfer, labels: dict[str, str]) -> None:

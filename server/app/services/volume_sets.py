@@ -3,8 +3,6 @@ one device twice (``devices.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -21,7 +19,7 @@ from reservoir.server.app.tables import (
 )
 from reservoir.server.domain.legs import StripeLayout
 
-__all__ = ["create", "delete", "get", "layout", "list_all", "public"]
+__all__ = ["create", "delete", "get", "layout", "public"]
 
 
 def layout(vset: VolumeSet) -> StripeLayout:
@@ -55,10 +53,6 @@ def get(session: Session, set_id: str) -> VolumeSet:
     if vset is None:
         raise NotFoundError("volume set", set_id)
     return vset
-
-
-def list_all(session: Session) -> Sequence[VolumeSet]:
-    return session.scalars(select(VolumeSet).order_by(VolumeSet.created_at, VolumeSet.id)).all()
 
 
 def _volume(session: Session, index: int, agent_id: str, name: str) -> AgentVolume:

@@ -1,6 +1,6 @@
 // Agents, volume sets (and the agents' volumes) and links, as the registry has them.
 
-import { api, Unauthorized } from '../api.js';
+import { all, Unauthorized } from '../api.js';
 import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 
@@ -18,7 +18,7 @@ function page(main, title, paths, render) {
   /** @type {ReturnType<typeof setTimeout> | undefined} */ let timer;
   async function refresh() {
     try {
-      const data = await Promise.all(paths.map((p) => api(p)));
+      const data = await Promise.all(paths.map((p) => all(p)));
       if (!stopped) fill(box, render(...data));
     } catch (e) {
       if (e instanceof Unauthorized || stopped) return;

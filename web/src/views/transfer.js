@@ -10,7 +10,7 @@
 // fetches its own. Samples go into ring buffers (telemetry.js: the last 10 minutes);
 // charts redraw at most one per animation frame, and tables at most once a second.
 
-import { api, ApiError, readEvents, Unauthorized } from '../api.js';
+import { all, api, ApiError, readEvents, Unauthorized } from '../api.js';
 import { streamColor } from '../charts.js';
 import { fill, h, panel } from '../dom.js';
 import * as fmt from '../format.js';
@@ -180,8 +180,8 @@ export function transferView(main, id) {
     try {
       const [t, ls, as] = await Promise.all([
         api(`/transfers/${encodeURIComponent(id)}`, { signal }),
-        api('/links', { signal }),
-        api('/agents', { signal }),
+        all('/links', signal),
+        all('/agents', signal),
       ]);
       ls.forEach((/** @type {any} */ l) => links.set(l.id, l));
       as.forEach((/** @type {any} */ a) => agents.set(a.id, a));

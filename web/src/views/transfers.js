@@ -2,7 +2,7 @@
 // form that starts one. The form leaves validation to the API: a 422 answer's
 // field-level messages (errors = [{loc, msg, type}]) are shown next to their fields.
 
-import { api, ApiError, newKey, Unauthorized } from '../api.js';
+import { all, api, ApiError, newKey, Unauthorized } from '../api.js';
 import { fill, h, panel, table } from '../dom.js';
 import * as fmt from '../format.js';
 
@@ -44,7 +44,7 @@ export function transfersView(main) {
 
   async function loadForm() {
     try {
-      const [sets, links, agents] = await Promise.all([api('/volume-sets'), api('/links'), api('/agents')]);
+      const [sets, links, agents] = await Promise.all([all('/volume-sets'), all('/links'), all('/agents')]);
       if (stopped) return;
       for (const s of sets) setNames.set(s.id, s.name);
       fill(formBox, transferForm(sets, links, agents, () => {

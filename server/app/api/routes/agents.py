@@ -4,21 +4,25 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi import APIRouter, Depends, Path, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import select
 
 from reservoir.server.app.agent_client import VolumeLister
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
     NOT_FOUND,
+    PAGED,
     AgentAuth,
     HeartbeatSender,
+    PageQuery,
     SessionDep,
     SettingsDep,
     UserAuth,
 )
 from reservoir.server.app.models import AgentCreate, AgentPatch, AgentPublic, HeartbeatCreate
-from reservoir.server.app.services import agent_discovery, agents
+from reservoir.server.app.services import agent_discovery, agents, pages
+from reservoir.server.app.tables import Agent
 
 __all__ = ["get_volume_lister", "router"]
 
@@ -66,10 +70,22 @@ async def register_agent(
     dependencies=[UserAuth],
     summary="List the agents (status: what each last said, registered before its first "
     "heartbeat, unreachable once its last heartbeat is older than agent_unreachable_after)",
+    responses=PAGED,
 )
-def list_agents(session: SessionDep, settings: SettingsDep) -> list[AgentPublic]:
+def list_agents(
+    session: SessionDep,
+    settings: SettingsDep,
+    request: Request,
+    response: Response,
+    query: PageQuery,
+) -> list[AgentPublic]:
     after = settings.agent_unreachable_after
-    return [agents.public(a, after) for a in agents.list_all(session)]
+    found = pages.page(
+        session, select(Agent), Agent.registered_at, Agent.id,
+        limit=query.limit, cursor=query.cursor,
+    )  # fmt: skip
+    pages.link_next(request, response, found.next_cursor)
+    return [agents.public(a, after) for a in found.items]
 
 
 @router.get("/{agent_id}", responses=NOT_FOUND, dependencies=[UserAuth], summary="One agent")

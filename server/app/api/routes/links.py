@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, status
+from fastapi import APIRouter, Path, Request, Response, status
+from sqlalchemy import select
 
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
     NOT_FOUND,
+    PAGED,
     STANDBY_RESPONSE,
     LeaderOnly,
+    PageQuery,
     SessionDep,
     UserAuth,
 )
 from reservoir.server.app.models import LinkCreate, LinkPublic, ProbeCreate
-from reservoir.server.app.services import links
+from reservoir.server.app.services import links, pages
+from reservoir.server.app.tables import Link
 from reservoir.server.domain.probe import LinkProber
 
 __all__ = ["router"]
@@ -37,9 +41,16 @@ def create_link(body: LinkCreate, session: SessionDep) -> LinkPublic:
     return links.public(links.create(session, body))
 
 
-@router.get("", summary="List the links")
-def list_links(session: SessionDep) -> list[LinkPublic]:
-    return [links.public(link) for link in links.list_all(session)]
+@router.get("", summary="List the links", responses=PAGED)
+def list_links(
+    session: SessionDep, request: Request, response: Response, query: PageQuery
+) -> list[LinkPublic]:
+    found = pages.page(
+        session, select(Link), Link.created_at, Link.id,
+        limit=query.limit, cursor=query.cursor,
+    )  # fmt: skip
+    pages.link_next(request, response, found.next_cursor)
+    return [links.public(link) for link in found.items]
 
 
 @router.get("/{link_id}", responses=NOT_FOUND, summary="One link")

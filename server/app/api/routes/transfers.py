@@ -27,7 +27,7 @@ from reservoir.server.app.models import (
     TransferPublic,
     TransferState,
 )
-from reservoir.server.app.services import transfer_query, transfers
+from reservoir.server.app.services import pages, transfer_query, transfers
 from reservoir.server.domain.states import Action
 
 __all__ = ["router"]
@@ -131,11 +131,8 @@ def list_transfers(
         order=query.order,
     )
     found = transfer_query.page(session, want)
-    if found.next_cursor is not None:
-        following = request.url.include_query_params(cursor=found.next_cursor)
-        response.headers["Link"] = f'<{following}>; rel="next"'
-        response.headers["X-Next-Cursor"] = found.next_cursor
-    return [transfers.public(t) for t in found.transfers]
+    pages.link_next(request, response, found.next_cursor)
+    return [transfers.public(t) for t in found.items]
 
 
 def _label(text: str) -> str:

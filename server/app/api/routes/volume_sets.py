@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Request, Response, status
+from sqlalchemy import select
 
-from reservoir.server.app.api.deps import AUTH_RESPONSES, NOT_FOUND, SessionDep, UserAuth
+from reservoir.server.app.api.deps import (
+    AUTH_RESPONSES,
+    NOT_FOUND,
+    PAGED,
+    PageQuery,
+    SessionDep,
+    UserAuth,
+)
 from reservoir.server.app.models import VolumeSetCreate, VolumeSetPublic
-from reservoir.server.app.services import volume_sets
+from reservoir.server.app.services import pages, volume_sets
+from reservoir.server.app.tables import VolumeSet
 
 __all__ = ["router"]
 
@@ -29,9 +38,16 @@ def create_volume_set(body: VolumeSetCreate, session: SessionDep) -> VolumeSetPu
     return volume_sets.public(volume_sets.create(session, body))
 
 
-@router.get("", summary="List the volume sets")
-def list_volume_sets(session: SessionDep) -> list[VolumeSetPublic]:
-    return [volume_sets.public(v) for v in volume_sets.list_all(session)]
+@router.get("", summary="List the volume sets", responses=PAGED)
+def list_volume_sets(
+    session: SessionDep, request: Request, response: Response, query: PageQuery
+) -> list[VolumeSetPublic]:
+    found = pages.page(
+        session, select(VolumeSet), VolumeSet.created_at, VolumeSet.id,
+        limit=query.limit, cursor=query.cursor,
+    )  # fmt: skip
+    pages.link_next(request, response, found.next_cursor)
+    return [volume_sets.public(v) for v in found.items]
 
 
 @router.get("/{set_id}", responses=NOT_FOUND, summary="One volume set")
