@@ -162,12 +162,28 @@ class VolumePublic(VolumeBase):
     )
 
 
+LABEL_KEY = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$"
+LABEL_FILTER = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?(=.{0,255})?$"  # key or key=value
+LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY)]
+LabelValue = Annotated[str, StringConstraints(min_length=0, max_length=255)]
+MAX_LABELS = 32
+Labels = Annotated[
+    dict[LabelKey, LabelValue],
+    Field(
+        max_length=MAX_LABELS,
+        description="key=value labels to list it by (GET ...?label=key=value); keys "
+        "lowercase letters, digits and ._/- (63 at most), values 255 characters at most",
+    ),
+]
+
+
 class AgentBase(Strict):
     name: Name
     control_url: AnyHttpUrl = Field(description="the agent's control API, e.g. http://host:8740")
     nics: list[NicBase] = Field(default_factory=list, max_length=64)
     volumes: list[VolumeBase] = Field(default_factory=list, max_length=4096)
     capabilities: list[str] = Field(default_factory=list, max_length=64)
+    labels: Labels = Field(default_factory=dict)
 
     @field_validator("nics", "volumes")
     @classmethod
@@ -252,6 +268,11 @@ class AgentPatch(Strict):
     control_url: AnyHttpUrl | None = None
     nics: list[NicPatch] = Field(default_factory=list, max_length=64)
     capabilities: list[str] | None = Field(default=None, max_length=64)
+    labels: dict[LabelKey, LabelValue | None] = Field(
+        default_factory=dict,
+        max_length=MAX_LABELS,
+        description="merged into its labels (JSON merge patch: null removes one)",
+    )
     rotate_tokens: bool = Field(
         default=False,
         description="move the agent to its next token generation: the coordinator presents "
@@ -473,20 +494,6 @@ class PacingBase(Strict):
     margin: float = Field(
         default=0.05, ge=0, lt=1, description="fraction of the share left unused, 0.05 = 5%"
     )
-
-
-LABEL_KEY = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$"
-LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY)]
-LabelValue = Annotated[str, StringConstraints(min_length=0, max_length=255)]
-MAX_LABELS = 32
-Labels = Annotated[
-    dict[LabelKey, LabelValue],
-    Field(
-        max_length=MAX_LABELS,
-        description="key=value labels to find the transfer by (GET /transfers?label=); keys "
-        "lowercase letters, digits and ._/- (63 at most), values 255 characters at most",
-    ),
-]
 
 
 class TransferPatch(Strict):

@@ -30,6 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 __all__ = [
     "Agent",
+    "AgentLabel",
     "AgentNic",
     "AgentVolume",
     "Base",
@@ -122,6 +123,26 @@ class Agent(Base):
     volumes: Mapped[list[AgentVolume]] = relationship(
         back_populates="agent", cascade="all, delete-orphan", order_by="AgentVolume.id"
     )
+    label_rows: Mapped[list[AgentLabel]] = relationship(
+        cascade="all, delete-orphan", order_by="AgentLabel.key", lazy="selectin"
+    )
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {row.key: row.value for row in self.label_rows}
+
+
+class AgentLabel(Base):
+    """A label of an agent (``key=value``): set at registration or by PATCH, listed by."""
+
+    __tablename__ = "agent_labels"
+    __table_args__ = (Index("ix_agent_labels_key_value", "key", "value"),)
+
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255))
 
 
 class AgentNic(Base):

@@ -199,8 +199,9 @@ class CoordinatorClient:
 
     # ------------------------------------------------------------ the API
 
-    def agents(self) -> list[AgentPublic]:
-        return self._get_list("/agents", AgentPublic)
+    def agents(self, **filters: list[str]) -> list[AgentPublic]:
+        """Every agent (``filters``: the query of ``GET /agents``, e.g. ``label``)."""
+        return self._get_list("/agents", AgentPublic, filters)
 
     def register_agent(self, body: dict[str, Any]) -> AgentPublic:
         return self._request("POST", "/agents", AgentPublic, json=body)
@@ -233,18 +234,9 @@ class CoordinatorClient:
         payload = body.model_dump(mode="json")
         return self._request("POST", f"/links/{_quote(link_id)}/probe", LinkPublic, json=payload)
 
-    def transfers(self, **filters: str | list[str]) -> list[TransferPublic]:
+    def transfers(self, **filters: list[str]) -> list[TransferPublic]:
         """Every transfer (``filters``: the query of ``GET /transfers``), page after page."""
-        found: list[TransferPublic] = []
-        params: dict[str, str | list[str]] = {**filters, "limit": str(PAGE)}
-        while True:
-            with self._translated():
-                response = self._send("GET", "/transfers", params=params)
-                found += TypeAdapter(list[TransferPublic]).validate_json(response.content)
-            following = response.headers.get("X-Next-Cursor")
-            if following is None:
-                return found
-            params["cursor"] = following
+        return self._get_list("/transfers", TransferPublic, filters)
 
     def transfer(self, transfer_id: str) -> TransferPublic:
         return self._request("GET", f"/transfers/{_quote(transfer_id)}", TransferPublic)
@@ -280,10 +272,13 @@ class CoordinatorClient:
 
     # ------------------------------------------------------------ plumbing
 
-    def _get_list(self, path: str, model: type[M]) -> list[M]:
-        """Every item of the list at ``path``, page after page (its X-Next-Cursor)."""
+    def _get_list(
+        self, path: str, model: type[M], filters: dict[str, list[str]] | None = None
+    ) -> list[M]:
+        """Every item of the list at ``path`` (with the query ``filters``), page after
+        page (its X-Next-Cursor)."""
         found: list[M] = []
-        params: dict[str, str] = {"limit": str(PAGE)}
+        params: dict[str, str | list[str]] = {**(filters or {}), "limit": str(PAGE)}
         while True:
             with self._translated():
                 response = self._send("GET", path, params=params)

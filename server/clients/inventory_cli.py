@@ -80,6 +80,7 @@ def format_agent(a: AgentPublic) -> list[str]:
         f"agent {a.name} ({a.id}): {a.status}, last heartbeat {heard}, "
         f"token generation {a.token_generation}",
         f"control URL {a.control_url}",
+        "labels " + (", ".join(f"{k}={v}" for k, v in a.labels.items()) or DASH),
         "",
         *format_table(
             ["NIC", "ADDRESS", "SPEED"],
@@ -96,6 +97,7 @@ def format_agent(a: AgentPublic) -> list[str]:
 
 def _agent_register(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     body: dict[str, Any] = {"name": args.name, "control_url": args.url, "discover": True}
+    body["labels"] = dict(_pair(text, "=", "KEY=VALUE") for text in args.labels)
     if args.nic_speed is not None:
         body["nic_speed_bps"] = args.nic_speed
     agent = client.register_agent(body)
@@ -107,7 +109,7 @@ def _agent_register(client: CoordinatorClient, args: argparse.Namespace, out: Te
 
 
 def _agent_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    agents = client.agents()
+    agents = client.agents(label=args.labels) if args.labels else client.agents()
     if args.json:
         _dump(out, [a.model_dump(mode="json") for a in agents])
         return 0
@@ -144,10 +146,14 @@ def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: Text
             raise UsageError(str(exc)) from None
     if nics:
         body["nics"] = nics
+    changes: dict[str, str | None] = {k: None for k in args.unlabels}
+    changes.update(_pair(text, "=", "KEY=VALUE") for text in args.labels)
+    if changes:
+        body["labels"] = changes
     if args.rotate_tokens:
         body["rotate_tokens"] = True
     if not body:
-        raise UsageError("nothing to change: give --url, --nic or --rotate-tokens")
+        raise UsageError("nothing to change: give --url, --nic, --label or --rotate-tokens")
     updated = client.update_agent(agent.id, body)
     if args.json:
         _dump(out, updated.model_dump(mode="json"))
@@ -172,6 +178,12 @@ AGENT_ACTIONS: dict[str, Action] = {
 }
 
 
+def _labels(p: argparse.ArgumentParser, metavar: str, text: str) -> None:
+    p.add_argument(
+        "--label", dest="labels", action="append", default=[], metavar=metavar, help=text
+    )
+
+
 def extend_agent(actions: Sub) -> None:
     """Adds the inventory actions to ``reservoir agent`` (beside serve and tune)."""
     common = common_options()
@@ -186,7 +198,9 @@ def extend_agent(actions: Sub) -> None:
         "--nic-speed", type=rate_arg, metavar="RATE",
         help="line rate of NICs whose kernel reports none (e.g. 10G)",
     )  # fmt: skip
-    actions.add_parser("list", parents=[common], help="the registered agents")
+    _labels(register_p, "KEY=VALUE", "a label of the agent (repeatable)")
+    listing = actions.add_parser("list", parents=[common], help="the registered agents")
+    _labels(listing, "KEY[=VALUE]", "agents with this label (repeatable: all of them)")
     show = actions.add_parser("show", parents=[common], help="an agent, its NICs and volumes")
     show.add_argument("agent", metavar="AGENT")
     update = actions.add_parser("update", parents=[common], help="change an agent")
@@ -195,6 +209,11 @@ def extend_agent(actions: Sub) -> None:
     update.add_argument(
         "--nic", dest="nics", action="append", default=[], metavar="NIC=RATE",
         help="a NIC's line rate (repeatable)",
+    )  # fmt: skip
+    _labels(update, "KEY=VALUE", "set a label (repeatable)")
+    update.add_argument(
+        "--unlabel", dest="unlabels", action="append", default=[], metavar="KEY",
+        help="remove a label (repeatable)",
     )  # fmt: skip
     update.add_argument(
         "--rotate-tokens", action="store_true",

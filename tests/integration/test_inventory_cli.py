@@ -64,7 +64,7 @@ def test_two_agents_their_sets_and_a_link_from_the_cli_then_a_transfer(
 ) -> None:
     server, a, b = site
     rc, out, err = cli(capsys, server, "agent", "register", "src-node", "--url", a.url,
-                       "--nic-speed", "10G")  # fmt: skip
+                       "--nic-speed", "10G", "--label", "site=tokyo")  # fmt: skip
     assert rc == 0, err
     assert "lo" in out and "src0.img" in out and "naa." in out
     rc, out, err = cli(capsys, server, "agent", "register", "dst-node", "--url", b.url)
@@ -96,8 +96,13 @@ def test_two_agents_their_sets_and_a_link_from_the_cli_then_a_transfer(
     assert state == "completed"
     assert b.luns[0].read_bytes() == a.sources[0].read_bytes()
 
-    rc, out, err = cli(capsys, server, "agent", "update", "dst-node", "--nic", "lo=25G")
-    assert rc == 0 and "25 Gbit/s" in out, err
+    rc, out, err = cli(capsys, server, "agent", "update", "dst-node", "--nic", "lo=25G",
+                       "--label", "site=osaka")  # fmt: skip
+    assert rc == 0 and "25 Gbit/s" in out and "site=osaka" in out, err
+    rc, out, _ = cli(capsys, server, "agent", "list", "--label", "site=tokyo")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["src-node"]
+    rc, out, _ = cli(capsys, server, "agent", "update", "src-node", "--unlabel", "site")
+    assert rc == 0 and "labels -" in out
     rc, _, err = cli(capsys, server, "agent", "remove", "dst-node")
     assert rc == 1 and "409" in err  # its volume set holds it
     rc, _, err = cli(capsys, server, "link", "remove", "lo-lo")

@@ -94,3 +94,29 @@ def test_patch_changes_the_url_nics_and_capabilities_and_refuses_an_unknown_nic(
     assert ok(api.get(f"/agents/{a['id']}"), 200)["nics"] == b["nics"]
     assert api.patch(f"/agents/{a['id']}", json={"name": "other"}).status_code == 422
     assert api.patch("/agents/nope", json={}).status_code == 404
+
+
+def test_agents_carry_labels_changed_by_patch_and_listed_by(api: Api) -> None:
+    agent_reports(api, [ETH])
+    body = {"name": "disk5", "control_url": URL, "discover": True,
+            "labels": {"site": "tokyo", "rack": "r12"}}  # fmt: skip
+    a = ok(api.post("/agents", json=body))
+    assert a["labels"] == {"rack": "r12", "site": "tokyo"}
+    other = {"name": "disk6", "control_url": "http://10.0.0.6:8740", "labels": {"site": "osaka"}}
+    ok(api.post("/agents", json=other))
+
+    def names(**params: Any) -> list[str]:
+        r = api.get("/agents", params=params)
+        assert r.status_code == 200, r.text
+        return [x["name"] for x in r.json()]
+
+    assert names(label="site=tokyo") == ["disk5"]
+    assert names(label="site") == ["disk5", "disk6"]
+    assert names(label=["site", "rack=r12"]) == ["disk5"]
+    b = ok(api.patch(f"/agents/{a['id']}", json={"labels": {"rack": None, "tier": "gold"}}), 200)
+    assert b["labels"] == {"site": "tokyo", "tier": "gold"}
+    assert names(label="rack") == []
+    assert api.get("/agents", params={"label": "Bad Key"}).status_code == 422
+    too_many = {f"k{i}": "v" for i in range(40)}
+    assert api.patch(f"/agents/{a['id']}", json={"labels": too_many}).status_code == 422
+    assert ok(api.get(f"/agents/{a['id']}"), 200)["labels"] == b["labels"]

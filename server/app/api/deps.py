@@ -45,6 +45,7 @@ __all__ = [
     "CredentialsDep",
     "HeartbeatSender",
     "LeaderOnly",
+    "PageParams",
     "PageQuery",
     "Role",
     "SchedulerDep",

@@ -22,14 +22,17 @@ from sqlalchemy.orm import Session
 from reservoir.server.app.agent_client import AgentError, AgentRef, AgentRefusedError, VolumeLister
 from reservoir.server.app.errors import ConflictError, InvalidRequestError, NotFoundError
 from reservoir.server.app.models import (
+    MAX_LABELS,
     AgentCreate,
     AgentPatch,
     AgentPublic,
     HeartbeatCreate,
     VolumeBase,
 )
+from reservoir.server.app.services import labels
 from reservoir.server.app.tables import (
     Agent,
+    AgentLabel,
     AgentNic,
     AgentVolume,
     Link,
@@ -91,6 +94,7 @@ def public(agent: Agent, unreachable_after: float = float("inf")) -> AgentPublic
                 for v in agent.volumes
             ],
             "capabilities": agent.capabilities,
+            "labels": agent.labels,
             "token_generation": agent.credentials_generation,
             "status": status(agent, unreachable_after),
             "version": agent.version,
@@ -193,14 +197,20 @@ def create(session: Session, body: AgentCreate, device_ids: Sequence[str] = ()) 
             for vol, device in zip(body.volumes, device_ids, strict=True)
         ],
     )
+    labels.sync(agent.label_rows, body.labels, _label)
     session.add(agent)
     session.commit()
     return agent
 
 
+def _label(key: str, value: str) -> AgentLabel:
+    return AgentLabel(key=key, value=value)
+
+
 def update(session: Session, agent_id: str, body: AgentPatch) -> Agent:
     """Applies what ``body`` gives: the control URL, NICs' addresses and line rates (by
-    name: 422 for one the agent does not have), the capabilities, a token rotation."""
+    name: 422 for one the agent does not have), the capabilities, labels (merged), a
+    token rotation."""
     agent = get(session, agent_id)
     if body.control_url is not None:
         agent.control_url = str(body.control_url)
@@ -217,6 +227,9 @@ def update(session: Session, agent_id: str, body: AgentPatch) -> Agent:
             nic.speed_bps = change.speed_bps
     if body.capabilities is not None:
         agent.capabilities = list(body.capabilities)
+    if body.labels:
+        merged = labels.patched(agent.labels, body.labels, MAX_LABELS, "an agent")
+        labels.sync(agent.label_rows, merged, _label)
     if body.rotate_tokens:
         agent.credentials_generation += 1
     session.commit()

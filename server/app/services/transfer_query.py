@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
+from sqlalchemy import ColumnElement, Select, and_, or_, select
 from sqlalchemy.orm import Session
 
-from reservoir.server.app.errors import InvalidRequestError
-from reservoir.server.app.services import pages
+from reservoir.server.app.services import labels, pages
 from reservoir.server.app.tables import (
     Agent,
     AgentVolume,
@@ -66,12 +65,12 @@ def page(session: Session, want: TransferFilter) -> pages.Page[Transfer]:
 def _filtered(query: Select[Transfer], session: Session, want: TransferFilter) -> Select[Transfer]:
     if want.states:
         query = query.where(Transfer.state.in_(list(want.states)))
-    for label in want.labels:
-        key, has_value, value = label.partition("=")
-        mine = and_(TransferLabel.transfer_id == Transfer.id, TransferLabel.key == key)
-        if has_value:
-            mine = and_(mine, TransferLabel.value == value)
-        query = query.where(exists().where(mine))
+    query = labels.matching(
+        query,
+        want.labels,
+        lambda key: and_(TransferLabel.transfer_id == Transfer.id, TransferLabel.key == key),
+        lambda value: TransferLabel.value == value,
+    )
     if want.agent is not None:
         query = query.where(_with_agent(session, want.agent))
     if want.created_after is not None:
@@ -92,28 +91,18 @@ def _with_agent(session: Session, agent: str) -> ColumnElement[bool]:
     return or_(Transfer.source_set_id.in_(on_agent), Transfer.dest_set_id.in_(on_agent))
 
 
-def set_labels(transfer: Transfer, labels: dict[str, str]) -> None:
-    """Makes ``labels`` the transfer's labels."""
-    transfer.label_rows = [TransferLabel(key=k, value=v) for k, v in sorted(labels.items())]
+def set_labels(transfer: Transfer, given: dict[str, str]) -> None:
+    """Makes ``given`` the transfer's labels."""
+    labels.sync(transfer.label_rows, given, _row)
 
 
 def patch_labels(transfer: Transfer, patch: dict[str, str | None], limit: int) -> None:
     """Merges ``patch`` into the transfer's labels (None removes one); 422 past ``limit``."""
-    labels = transfer.labels
-    for key, value in patch.items():
-        if value is None:
-            labels.pop(key, None)
-        else:
-            labels[key] = value
-    if len(labels) > limit:
-        raise InvalidRequestError(("labels",), f"a transfer has {limit} labels at most")
-    current = {row.key: row for row in transfer.label_rows}
-    for key in list(current):
-        if key not in labels:
-            transfer.label_rows.remove(current[key])
-    for key, value in labels.items():
-        if key in current:
-            current[key].value = value
-        else:
-            transfer.label_rows.append(TransferLabel(key=key, value=value))
+    labels.sync(
+        transfer.label_rows, labels.patched(transfer.labels, patch, limit, "a transfer"), _row
+    )
     transfer.updated_at = utcnow()
+
+
+def _row(key: str, value: str) -> TransferLabel:
+    return TransferLabel(key=key, value=value)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import select
+from pydantic import Field, StringConstraints
+from sqlalchemy import and_, select
 
 from reservoir.server.app.agent_client import VolumeLister
 from reservoir.server.app.api.deps import (
@@ -15,14 +16,20 @@ from reservoir.server.app.api.deps import (
     PAGED,
     AgentAuth,
     HeartbeatSender,
-    PageQuery,
+    PageParams,
     SessionDep,
     SettingsDep,
     UserAuth,
 )
-from reservoir.server.app.models import AgentCreate, AgentPatch, AgentPublic, HeartbeatCreate
-from reservoir.server.app.services import agent_discovery, agents, pages
-from reservoir.server.app.tables import Agent
+from reservoir.server.app.models import (
+    LABEL_FILTER,
+    AgentCreate,
+    AgentPatch,
+    AgentPublic,
+    HeartbeatCreate,
+)
+from reservoir.server.app.services import agent_discovery, agents, labels, pages
+from reservoir.server.app.tables import Agent, AgentLabel
 
 __all__ = ["get_volume_lister", "router"]
 
@@ -65,6 +72,17 @@ async def register_agent(
     return agents.public(agent)
 
 
+class AgentListQuery(PageParams):
+    label: list[Annotated[str, StringConstraints(pattern=LABEL_FILTER)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="key=value, or key for any value (repeatable: all must match)",
+    )
+
+
+AgentQuery = Annotated[AgentListQuery, Query()]
+
+
 @router.get(
     "",
     dependencies=[UserAuth],
@@ -77,13 +95,18 @@ def list_agents(
     settings: SettingsDep,
     request: Request,
     response: Response,
-    query: PageQuery,
+    query: AgentQuery,
 ) -> list[AgentPublic]:
     after = settings.agent_unreachable_after
+    chosen = labels.matching(
+        select(Agent),
+        query.label,
+        lambda key: and_(AgentLabel.agent_id == Agent.id, AgentLabel.key == key),
+        lambda value: AgentLabel.value == value,
+    )
     found = pages.page(
-        session, select(Agent), Agent.registered_at, Agent.id,
-        limit=query.limit, cursor=query.cursor,
-    )  # fmt: skip
+        session, chosen, Agent.registered_at, Agent.id, limit=query.limit, cursor=query.cursor
+    )
     pages.link_next(request, response, found.next_cursor)
     return [agents.public(a, after) for a in found.items]
 
