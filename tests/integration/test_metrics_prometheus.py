@@ -3,7 +3,8 @@ test_server_scheduler.py: agent a copies its files into agent b's LUNs): each
 ``/metrics``, scraped while the transfer runs, passes ``promtool check metrics``; a
 real Prometheus server (Debian's ``prometheus``) scraping all three with the shipped
 scrape example's jobs and token files answers every query of the shipped Grafana
-dashboard, and with data for every panel but those of NIC pacing (off here)."""
+dashboard, and with data for every panel but those of NIC pacing (off here); the
+agents send heartbeats, as configured agents do."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pydantic import SecretStr
 from reservoir.agent.control import AgentSettings
 from reservoir.common.tokens import hash_token
 from reservoir.lab.peers import free_port, stop_process, wait_port
+from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.shipped import config_dir
 
 from .test_server_scheduler import USER, Site, agent, completed, coordinator, wait
@@ -53,6 +55,21 @@ class Observed:
 def accepting(settings: AgentSettings, token: str) -> AgentSettings:
     """``settings`` with ``token`` accepted too (by its digest, as a file gives it)."""
     return settings.model_copy(update={"tokens": [*settings.tokens, SecretStr(hash_token(token))]})
+
+
+def beating(settings: AgentSettings, name: str, site: Site, folder: Path) -> AgentSettings:
+    """``settings`` sending heartbeats to the site's coordinator every second, with the
+    heartbeat token the coordinator's key derives for ``name``, the agent's registered
+    name."""
+    token = folder / f"{name}.heartbeat"
+    token.write_text(AgentCredentials.from_file(site.key).heartbeat_token(name) + "\n")
+    token.chmod(0o600)
+    update = {
+        "coordinator": f"http://127.0.0.1:{site.port}",
+        "coordinator_token_file": token,
+        "heartbeat_interval": 1.0,
+    }
+    return settings.model_copy(update=update)
 
 
 def scrape_config(site: Site) -> str:
@@ -165,7 +182,10 @@ def run_transfer(c: httpx.Client, site: Site) -> tuple[dict[str, str], float, fl
 def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     tmp = tmp_path_factory.mktemp("site")
     site = Site(tmp, f"sqlite:///{tmp / 'server.db'}")
-    site.a, site.b = (accepting(s, PROMETHEUS_TOKEN) for s in (site.a, site.b))
+    site.a, site.b = (
+        beating(accepting(s, PROMETHEUS_TOKEN), name, site, tmp)
+        for s, name in ((site.a, "a"), (site.b, "b"))
+    )
     with prometheus(tmp / "prometheus", site) as url:
         with ExitStack() as stack:
             stack.enter_context(agent(site.a))

@@ -55,10 +55,12 @@ LAYERS: dict[str, float] = {
     "reservoir.server.app.campaign_models": 4.0,
     "reservoir.server.app.errors": 4.0,
     "reservoir.server.app.events": 4.0,
+    "reservoir.server.app.webhooks": 4.0,  # deliveries queued with a state's change (events)
     "reservoir.server.app.agent_client": 4.0,
     "reservoir.server.domain": 4.1,
     "reservoir.server.clients": 5,
     "reservoir.cli": 5,
+    "reservoir.completion": 5,  # written from reservoir.cli's whole parser
     "reservoir.__main__": 5,
     "reservoir.lab": 5,
     "reservoir.lab.spec": 3,  # a lab's description, parsed: what campaigns are built on
