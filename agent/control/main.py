@@ -43,7 +43,8 @@ def create_app(agent: Agent) -> FastAPI:
         generate_unique_id_function=operation_id,
     )
     app.state.agent = agent
-    app.state.metrics = metrics.registry(agent)  # read at each scrape of /metrics
+    # read at each scrape of /metrics, the telemetry files first, in a thread
+    app.state.metrics, app.state.metrics_collector = metrics.registry(agent)
     settings = agent.settings
     protect(  # bodies bounded, tokens checked before a body is read, NaN refused
         app,

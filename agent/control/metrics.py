@@ -49,6 +49,7 @@ series exist when the target runs inside the agent (``target_config``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -306,17 +307,35 @@ class AgentCollector(Collector):
         self.agent = agent
         self.copies_engine = copies_engine
         self.telemetry = TelemetryTotals()
+        self._read: tuple[frozenset[str], dict[str, CopyTotals]] | None = None
+        self._reading = asyncio.Lock()
+
+    def _files(self, visible: Iterable[CopyJob]) -> dict[str, tuple[Path, int]]:
+        manager = self.agent.manager
+        return {
+            j.id: (manager.telemetry_path(j.id), j.telemetry_from)
+            for j in visible
+            if j.telemetry_from is not None
+        }
+
+    async def read_telemetry(self) -> None:
+        """Reads what the copies' telemetry files gained since the last scrape, in a
+        thread: a run's first read may be long, and the event loop carries the copies.
+        The next :meth:`collect` uses it (called alone, it reads by itself)."""
+        async with self._reading:
+            files = self._files(shown(self.agent.manager.all(), time.time()))
+            totals = await asyncio.to_thread(self.telemetry.update, files)
+            self._read = (frozenset(files), totals)
 
     def collect(self) -> Iterator[Metric]:
         manager = self.agent.manager
         jobs = manager.all()
         visible = shown(jobs, time.time())
-        files: dict[str, tuple[Path, int]] = {
-            j.id: (manager.telemetry_path(j.id), j.telemetry_from)
-            for j in visible
-            if j.telemetry_from is not None
-        }
-        totals = self.telemetry.update(files)
+        files = self._files(visible)
+        read, self._read = self._read, None
+        totals = read[1] if read is not None and read[0] == frozenset(files) else None
+        if totals is None:
+            totals = self.telemetry.update(files)
         running = {
             copy_id: t
             for copy_id, t in totals.items()
@@ -344,8 +363,10 @@ class AgentCollector(Collector):
         return engines
 
 
-def registry(agent: Agent) -> CollectorRegistry:
-    """A registry of the app's own, with the agent's collector in it."""
+def registry(agent: Agent) -> tuple[CollectorRegistry, AgentCollector]:
+    """A registry of the app's own, with the agent's collector in it; and that collector
+    (``read_telemetry`` before each scrape)."""
     out = CollectorRegistry(auto_describe=False)
-    out.register(AgentCollector(agent))
-    return out
+    collector = AgentCollector(agent)
+    out.register(collector)
+    return out, collector

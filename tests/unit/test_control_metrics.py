@@ -4,7 +4,9 @@ NIC pacer and target counts are set by the test, rendered and parsed back."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -215,3 +217,26 @@ def test_an_agent_without_target_or_pacing_declares_their_families_empty(agent: 
         assert got[name] == []
     assert got["reservoir_storage_engine_info"] == []
     assert got["reservoir_agent_info"][0].labels == {"agent": "unit"}
+
+
+def test_the_telemetry_is_read_in_a_thread_before_the_scrape_uses_it(agent: Agent) -> None:
+    """A scrape of /metrics reads the files in a thread first (the event loop carries
+    the copies), and the collector then uses that read instead of reading again."""
+    running = job(agent, "run", CopyState.RUNNING)
+    append(agent.manager.telemetry_path(running.id), stream(10.0, "0", 100))
+    collector = AgentCollector(agent, lambda: None)
+    readers: list[str] = []
+    update = collector.telemetry.update
+
+    def recorded(files: Any) -> Any:
+        readers.append(threading.current_thread().name)
+        return update(files)
+
+    collector.telemetry.update = recorded  # type: ignore[method-assign]
+    asyncio.run(collector.read_telemetry())
+    got = scrape(collector)
+    assert len(readers) == 1 and readers[0] != threading.main_thread().name
+    sent = {s.labels["stream"]: s.value for s in got["reservoir_copy_stream_sent_bytes"]}
+    assert sent == {"0": 100}
+    scrape(collector)  # called alone, it reads by itself, on the caller's thread
+    assert readers[1:] == [threading.main_thread().name]

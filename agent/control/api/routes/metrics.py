@@ -44,4 +44,6 @@ def get_registry(request: Request) -> CollectorRegistry:
     },
 )
 async def get_metrics(request: Request) -> Response:
+    collector: metrics.AgentCollector = request.app.state.metrics_collector
+    await collector.read_telemetry()
     return Response(generate_latest(get_registry(request)), media_type=metrics.CONTENT_TYPE)
