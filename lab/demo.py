@@ -227,6 +227,8 @@ def transfer(d: DashboardLab, url: str, streams: int) -> int:
         bold(f"Transfer {tid}: {streams} streams per server pair x {pairs} pairs, equalizer on")
         say(f"  watch it live: {url}#/transfers/{tid}")
         t, seconds = follow(api, tid, start)
+        agents: list[Json] = api.get("/agents").json()
+    say("  agents (heartbeats): " + ", ".join(f"{a['name']} {a['status']}" for a in agents))
     return result(d, t, seconds)
 
 
