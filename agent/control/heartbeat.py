@@ -15,7 +15,7 @@ import time
 import httpx
 
 from reservoir import __version__
-from reservoir.agent.aio import cancel_and_wait
+from reservoir.common.aio import cancel_and_wait
 
 __all__ = ["HEARTBEAT_PATH", "Heartbeat"]
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self, TypeVar
 
-from reservoir.agent.aio import cancel_and_wait
 from reservoir.agent.initiator._commands import (
     STATUS_CHECK_CONDITION,
     STATUS_GOOD,
@@ -55,6 +54,7 @@ from reservoir.agent.initiator._transport import (
 )
 from reservoir.agent.iscsi import pdu as P
 from reservoir.agent.iscsi.serial import sn_le
+from reservoir.common.aio import cancel_and_wait
 
 T = TypeVar("T")
 _MASK = 0xFFFFFFFF

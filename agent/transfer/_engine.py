@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reservoir.agent.aio import finish
 from reservoir.agent.initiator import (
     Connector,
     InitiatorError,
@@ -76,6 +75,7 @@ from reservoir.agent.transfer._stream import (
 )
 from reservoir.agent.transfer._summary import CopySummary, root_hash
 from reservoir.agent.transfer._telemetry import Telemetry
+from reservoir.common.aio import finish
 from reservoir.common.striping import member_ends
 
 log = logging.getLogger("reservoir.copy")

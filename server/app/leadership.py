@@ -24,7 +24,6 @@ killed and started again waits for its old lease to run out, as a standby would.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, Float, case, cast, func, literal, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from reservoir.common.aio import cancel_and_wait
 from reservoir.server.app.tables import CoordinatorLease
 
 __all__ = ["LEASE", "Leadership", "LeaseView", "holder_name"]
@@ -104,9 +104,7 @@ class Leadership:
         """Stops trying; a leader stops leading and gives the lease back."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         if self.leading:
             await self._depose("the coordinator is stopping", level=logging.INFO)
             try:

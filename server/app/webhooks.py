@@ -20,7 +20,6 @@ error kept. Deliveries are at least once: a receiver dedupes by the delivery id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import json
@@ -32,6 +31,7 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from reservoir.common.aio import cancel_and_wait
 from reservoir.server.app.tables import Transfer, WebhookDelivery, utcnow
 
 __all__ = ["ENDS", "MAX_ATTEMPTS", "WebhookSender", "enqueue", "sign"]
@@ -105,9 +105,7 @@ class WebhookSender:
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         await self._http.aclose()
 
     async def _run(self) -> None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from reservoir.agent.aio import cancel_and_wait, finish
+from reservoir.common.aio import cancel_and_wait, finish
 
 
 async def _slow_to_stop() -> None:

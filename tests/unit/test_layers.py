@@ -38,7 +38,6 @@ LAYERS: dict[str, float] = {
     "reservoir.agent.storage": 1,
     "reservoir.agent.telemetry": 1,
     "reservoir.agent.buffers": 1,
-    "reservoir.agent.aio": 1,
     "reservoir.agent.target": 2,
     "reservoir.agent.initiator": 2,
     "reservoir.agent.tuning": 2,

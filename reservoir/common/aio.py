@@ -1,4 +1,4 @@
-"""Small asyncio helpers shared by the agent's components."""
+"""Small asyncio helpers shared by the agent's and the coordinator's components."""
 
 from __future__ import annotations
 
