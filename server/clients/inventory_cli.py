@@ -16,23 +16,26 @@ Exit status: 0, 1 when the coordinator refuses or cannot be reached, 2 for usage
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from reservoir.common.sizes import rate_arg, size_arg
 from reservoir.server.clients.transfer_cli import (
     DASH,
     UsageError,
+    common_options,
+    dump,
+    find,
     format_table,
     human_bytes,
     human_time,
     run_action,
     write_lines,
 )
-from reservoir.server.clients.transfer_cli import _common as common_options
 
 if TYPE_CHECKING:  # imported on use: other commands must not pay for httpx
+    from pydantic import BaseModel
+
     from reservoir.server.app.models import AgentPublic, LinkPublic, VolumeSetPublic
     from reservoir.server.clients.client import CoordinatorClient
 
@@ -42,10 +45,6 @@ Sub = Any  # argparse's _SubParsersAction is private
 Action = Callable[["CoordinatorClient", argparse.Namespace, TextIO], int]
 
 
-def _dump(out: TextIO, data: object) -> None:
-    out.write(json.dumps(data, indent=2) + "\n")
-
-
 def _pair(text: str, sep: str, what: str) -> tuple[str, str]:
     left, found, right = text.partition(sep)
     if not found or not left or not right:
@@ -53,15 +52,13 @@ def _pair(text: str, sep: str, what: str) -> tuple[str, str]:
     return left, right
 
 
-def _find(items: Sequence[Any], ref: str, kind: str) -> Any:
-    """The item whose id, else whose name, is ``ref``."""
-    for item in items:
-        if item.id == ref:
-            return item
-    for item in items:
-        if item.name == ref:
-            return item
-    raise UsageError(f"no {kind} named {ref!r} (or with that id) on the coordinator")
+def _answer(args: argparse.Namespace, out: TextIO, item: BaseModel, lines: list[str]) -> int:
+    """``item`` as JSON with ``--json``, else ``lines``; exit status 0."""
+    if args.json:
+        dump(out, item.model_dump(mode="json"))
+    else:
+        write_lines(out, lines)
+    return 0
 
 
 def _runner(prog: str, actions: dict[str, Action]) -> Callable[[argparse.Namespace], int]:
@@ -101,17 +98,13 @@ def _agent_register(client: CoordinatorClient, args: argparse.Namespace, out: Te
     if args.nic_speed is not None:
         body["nic_speed_bps"] = args.nic_speed
     agent = client.register_agent(body)
-    if args.json:
-        _dump(out, agent.model_dump(mode="json"))
-    else:
-        write_lines(out, format_agent(agent))
-    return 0
+    return _answer(args, out, agent, format_agent(agent))
 
 
 def _agent_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     agents = client.agents(label=args.labels) if args.labels else client.agents()
     if args.json:
-        _dump(out, [a.model_dump(mode="json") for a in agents])
+        dump(out, [a.model_dump(mode="json") for a in agents])
         return 0
     rows = [
         [a.name, a.id, a.status, str(len(a.nics)), str(len(a.volumes)),
@@ -124,16 +117,12 @@ def _agent_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO
 
 
 def _agent_show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    agent = _find(client.agents(), args.agent, "agent")
-    if args.json:
-        _dump(out, agent.model_dump(mode="json"))
-    else:
-        write_lines(out, format_agent(agent))
-    return 0
+    agent = find(client.agents(), args.agent, "agent")
+    return _answer(args, out, agent, format_agent(agent))
 
 
 def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    agent = _find(client.agents(), args.agent, "agent")
+    agent = find(client.agents(), args.agent, "agent")
     body: dict[str, Any] = {}
     if args.url:
         body["control_url"] = args.url
@@ -155,15 +144,11 @@ def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: Text
     if not body:
         raise UsageError("nothing to change: give --url, --nic, --label or --rotate-tokens")
     updated = client.update_agent(agent.id, body)
-    if args.json:
-        _dump(out, updated.model_dump(mode="json"))
-    else:
-        write_lines(out, format_agent(updated))
-    return 0
+    return _answer(args, out, updated, format_agent(updated))
 
 
 def _agent_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    agent = _find(client.agents(), args.agent, "agent")
+    agent = find(client.agents(), args.agent, "agent")
     client.delete("agents", agent.id)
     out.write(f"agent {agent.name} removed\n")
     return 0
@@ -240,22 +225,18 @@ def _set_create(client: CoordinatorClient, args: argparse.Namespace, out: TextIO
     members = []
     for text in args.members:
         ref, volume = _pair(text, ":", "AGENT:VOLUME")
-        members.append({"agent_id": _find(agents, ref, "agent").id, "volume": volume})
+        members.append({"agent_id": find(agents, ref, "agent").id, "volume": volume})
     body: dict[str, Any] = {"name": args.name, "members": members}
     if args.stripe_unit is not None:
         body["stripe_unit"] = args.stripe_unit
     made = client.create_volume_set(body)
-    if args.json:
-        _dump(out, made.model_dump(mode="json"))
-    else:
-        write_lines(out, format_set(made))
-    return 0
+    return _answer(args, out, made, format_set(made))
 
 
 def _set_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     sets = client.volume_sets()
     if args.json:
-        _dump(out, [s.model_dump(mode="json") for s in sets])
+        dump(out, [s.model_dump(mode="json") for s in sets])
         return 0
     rows = [
         [s.name, s.id, str(len(s.members)), human_bytes(sum(m.size_bytes for m in s.members))]
@@ -268,16 +249,12 @@ def _set_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) 
 
 
 def _set_show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    found = _find(client.volume_sets(), args.set, "volume set")
-    if args.json:
-        _dump(out, found.model_dump(mode="json"))
-    else:
-        write_lines(out, format_set(found))
-    return 0
+    found = find(client.volume_sets(), args.set, "volume set")
+    return _answer(args, out, found, format_set(found))
 
 
 def _set_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    found = _find(client.volume_sets(), args.set, "volume set")
+    found = find(client.volume_sets(), args.set, "volume set")
     client.delete("volume-sets", found.id)
     out.write(f"volume set {found.name} removed\n")
     return 0
@@ -323,7 +300,7 @@ def _link_create(client: CoordinatorClient, args: argparse.Namespace, out: TextI
     ends = {}
     for side, text in (("a", args.a), ("b", args.b)):
         ref, nic = _pair(text, ":", "AGENT:NIC")
-        ends[side] = (_find(agents, ref, "agent").id, nic)
+        ends[side] = (find(agents, ref, "agent").id, nic)
     body = {
         "name": args.name,
         "agent_a": ends["a"][0],
@@ -334,15 +311,11 @@ def _link_create(client: CoordinatorClient, args: argparse.Namespace, out: TextI
         "rtt_ms": args.rtt,
     }
     link: LinkPublic = client.create_link(body)
-    if args.json:
-        _dump(out, link.model_dump(mode="json"))
-    else:
-        out.write(f"link {link.name} ({link.id}) created\n")
-    return 0
+    return _answer(args, out, link, [f"link {link.name} ({link.id}) created"])
 
 
 def _link_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    link = _find(client.links(), args.link, "link")
+    link = find(client.links(), args.link, "link")
     client.delete("links", link.id)
     out.write(f"link {link.name} removed\n")
     return 0

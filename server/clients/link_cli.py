@@ -13,7 +13,6 @@ or the awaited probe failed, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -23,6 +22,7 @@ from reservoir.server.clients.transfer_cli import (
     ENV_SERVER,
     ENV_TOKEN,
     UsageError,
+    dump,
     format_table,
     human_time,
     resolve,
@@ -169,13 +169,9 @@ def format_link(link: LinkPublic) -> list[str]:
 # ---------------------------------------------------------------- actions
 
 
-def _dump(out: TextIO, data: object) -> None:
-    out.write(json.dumps(data, indent=2) + "\n")
-
-
 def _show_one(link: LinkPublic, args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
-        _dump(out, link.model_dump(mode="json"))
+        dump(out, link.model_dump(mode="json"))
     else:
         write_lines(out, format_link(link))
 
@@ -183,7 +179,7 @@ def _show_one(link: LinkPublic, args: argparse.Namespace, out: TextIO) -> None:
 def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     links = client.links()
     if args.json:
-        _dump(out, [link.model_dump(mode="json") for link in links])
+        dump(out, [link.model_dump(mode="json") for link in links])
     else:
         write_lines(out, format_list(links))
     return 0
@@ -224,7 +220,7 @@ def _probe(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
     link = client.probe_link(link_id, body)
     if not args.wait:
         if args.json:
-            _dump(out, link.model_dump(mode="json"))
+            dump(out, link.model_dump(mode="json"))
         else:
             out.write(
                 f"link {link.name}: probe running; `{PROG} show {link.name}` for its result\n"

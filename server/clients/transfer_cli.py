@@ -26,18 +26,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 from reservoir.server.clients.errors import ClientError
 
 if TYPE_CHECKING:  # imported on use: other ``reservoir`` commands must not pay for httpx
     from reservoir.server.app.models import (
         LegPublic,
-        LinkPublic,
         TransferCreate,
         TransferEventPublic,
         TransferPublic,
-        VolumeSetPublic,
     )
     from reservoir.server.clients.client import CoordinatorClient
 
@@ -87,7 +85,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _common() -> argparse.ArgumentParser:
+def common_options() -> argparse.ArgumentParser:
     """Options accepted before and after the action (SUPPRESS: the later one wins)."""
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument(
@@ -104,7 +102,7 @@ def _common() -> argparse.ArgumentParser:
 
 
 def register(sub: Sub) -> None:
-    common = _common()
+    common = common_options()
     p = sub.add_parser(
         "transfer",
         parents=[common],
@@ -490,19 +488,37 @@ class UsageError(ClientError):
     """Arguments the API's models refuse before anything is sent (exit status 2)."""
 
 
-def resolve(items: Sequence[VolumeSetPublic] | Sequence[LinkPublic], ref: str, kind: str) -> str:
-    """The id of the item whose id, else whose name, is ``ref``."""
+class Named(Protocol):
+    """An agent, volume set or link: what the CLI finds by id or name."""
 
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=Named)
+
+
+def find(items: Sequence[N], ref: str, kind: str) -> N:
+    """The item whose id, else whose name, is ``ref``."""
     for item in items:
         if item.id == ref:
-            return item.id
-    named = [item.id for item in items if item.name == ref]
-    if not named:
-        raise ClientError(f"no {kind} named {ref!r} (or with that id) on the coordinator")
-    return named[0]
+            return item
+    for item in items:
+        if item.name == ref:
+            return item
+    raise ClientError(f"no {kind} named {ref!r} (or with that id) on the coordinator")
 
 
-def _dump(out: TextIO, data: object) -> None:
+def resolve(items: Sequence[Named], ref: str, kind: str) -> str:
+    """The id of the item whose id, else whose name, is ``ref``."""
+    return find(items, ref, kind).id
+
+
+def dump(out: TextIO, data: object) -> None:
+    """``data`` as indented JSON (``--json``)."""
     out.write(json.dumps(data, indent=2) + "\n")
 
 
@@ -564,7 +580,7 @@ def _start(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
     paths = [resolve(links, ref, "link") for ref in args.paths]
     t = client.create_transfer(_transfer_body(args, source, dest, paths), args.idempotency_key)
     if args.json:
-        _dump(out, t.model_dump(mode="json"))
+        dump(out, t.model_dump(mode="json"))
     else:
         agents = {m.agent_id: m.agent_name for s in sets for m in s.members}
         link_names = {link.id: link.name for link in links}
@@ -588,7 +604,7 @@ def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> i
         filters["agent"] = [args.agent]
     transfers = client.transfers(**{k: v for k, v in filters.items() if v})
     if args.json:
-        _dump(out, [t.model_dump(mode="json") for t in transfers])
+        dump(out, [t.model_dump(mode="json") for t in transfers])
     else:
         write_lines(out, format_list(transfers))
     return 0
@@ -598,7 +614,7 @@ def _status(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) ->
     t = client.transfer(args.id)
     events = client.events(args.id)[-args.events :] if args.events > 0 else []
     if args.json:
-        _dump(
+        dump(
             out,
             {
                 "transfer": t.model_dump(mode="json"),
@@ -617,7 +633,7 @@ def _watch(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
 def _act(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     t = client.act(args.id, args.action)
     if args.json:
-        _dump(out, t.model_dump(mode="json"))
+        dump(out, t.model_dump(mode="json"))
     else:
         out.write(f"transfer {t.id}: {t.state.value}\n")
     return 0
