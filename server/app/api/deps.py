@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
@@ -31,6 +31,7 @@ from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import ServerSettings
 from reservoir.server.app.errors import NotFoundError, StandbyError
 from reservoir.server.app.leadership import Leadership, current_lease
+from reservoir.server.app.models import LABEL_FILTER
 from reservoir.server.app.services import pages
 from reservoir.server.app.tables import Agent
 from reservoir.server.domain.scheduler import Scheduler
@@ -44,6 +45,7 @@ __all__ = [
     "AgentAuth",
     "CredentialsDep",
     "HeartbeatSender",
+    "LabelledPageParams",
     "LeaderOnly",
     "PageParams",
     "PageQuery",
@@ -107,6 +109,16 @@ class PageParams(BaseModel):
     limit: int = Field(default=pages.DEFAULT_LIMIT, ge=1, le=pages.MAX_LIMIT)
     cursor: str | None = Field(
         default=None, max_length=512, description="the next page's, from X-Next-Cursor"
+    )
+
+
+class LabelledPageParams(PageParams):
+    """A page of a list whose items carry labels, and the labels they must have."""
+
+    label: list[Annotated[str, StringConstraints(pattern=LABEL_FILTER)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="key=value, or key for any value (repeatable: all must match)",
     )
 
 

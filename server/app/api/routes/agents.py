@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import Field, StringConstraints
 from sqlalchemy import and_, select
 
 from reservoir.server.app.agent_client import VolumeLister
@@ -16,13 +15,12 @@ from reservoir.server.app.api.deps import (
     PAGED,
     AgentAuth,
     HeartbeatSender,
-    PageParams,
+    LabelledPageParams,
     SessionDep,
     SettingsDep,
     UserAuth,
 )
 from reservoir.server.app.models import (
-    LABEL_FILTER,
     AgentCreate,
     AgentPatch,
     AgentPublic,
@@ -72,15 +70,7 @@ async def register_agent(
     return agents.public(agent)
 
 
-class AgentListQuery(PageParams):
-    label: list[Annotated[str, StringConstraints(pattern=LABEL_FILTER)]] = Field(
-        default_factory=list,
-        max_length=16,
-        description="key=value, or key for any value (repeatable: all must match)",
-    )
-
-
-AgentQuery = Annotated[AgentListQuery, Query()]
+AgentQuery = Annotated[LabelledPageParams, Query()]
 
 
 @router.get(

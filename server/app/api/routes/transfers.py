@@ -3,23 +3,21 @@ resume, cancel; events."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from reservoir.server.app.api.deps import (
     AUTH_RESPONSES,
     NOT_FOUND,
+    LabelledPageParams,
     SchedulerDep,
     SessionDep,
     UserAuth,
 )
-from reservoir.server.app.errors import InvalidRequestError
 from reservoir.server.app.models import (
-    LABEL_KEY,
     MAX_LABELS,
     TransferCreate,
     TransferEventPublic,
@@ -77,28 +75,17 @@ def create_transfer(
     return transfers.public(transfer)
 
 
-class TransferListQuery(BaseModel):
+class TransferListQuery(LabelledPageParams):
     """The query of ``GET /transfers``; an unknown parameter is refused (422)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     state: list[TransferState] = Field(
         default_factory=list, description="any of these states (repeatable)"
-    )
-    label: list[str] = Field(
-        default_factory=list,
-        max_length=16,
-        description="key=value, or key for any value (repeatable: all must match)",
     )
     agent: str | None = Field(
         default=None, max_length=128, description="an agent (id or name) of either volume set"
     )
     created_after: datetime | None = Field(default=None, description="at or after (ISO 8601)")
     created_before: datetime | None = Field(default=None, description="before (ISO 8601)")
-    limit: int = Field(default=transfer_query.DEFAULT_LIMIT, ge=1, le=transfer_query.MAX_LIMIT)
-    cursor: str | None = Field(
-        default=None, max_length=512, description="the next page's, from X-Next-Cursor"
-    )
     order: Literal["asc", "desc"] = Field(
         default="asc", description="asc: oldest first; desc: newest first"
     )
@@ -122,7 +109,7 @@ def list_transfers(
 ) -> list[TransferPublic]:
     want = transfer_query.TransferFilter(
         states=[s.value for s in query.state],
-        labels=[_label(text) for text in query.label],
+        labels=query.label,
         agent=query.agent,
         created_after=_aware(query.created_after),
         created_before=_aware(query.created_before),
@@ -133,13 +120,6 @@ def list_transfers(
     found = transfer_query.page(session, want)
     pages.link_next(request, response, found.next_cursor)
     return [transfers.public(t) for t in found.items]
-
-
-def _label(text: str) -> str:
-    key = text.partition("=")[0]
-    if not re.fullmatch(LABEL_KEY, key):
-        raise InvalidRequestError(("query", "label"), f"not a label key: {key!r}")
-    return text
 
 
 def _aware(when: datetime | None) -> datetime | None:
