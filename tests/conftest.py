@@ -4,7 +4,8 @@ The coordinator's tests run on both databases it supports: a SQLite file of thei
 and a fresh database on a real PostgreSQL server the suite starts once (Debian's
 ``postgresql`` package; ``reservoir.lab.postgres``). A test asks for ``database_url``
 (one per test) or ``module_database_url`` (one per module, for modules that start a
-coordinator once) and runs once per backend, named ``[sqlite]`` and ``[postgresql]``.
+coordinator once) and runs once per backend, named ``[sqlite]`` and ``[postgresql]``;
+``engine`` and ``sessions`` are that database migrated to the latest revision.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from reservoir.server.app import db
 
 BACKENDS = ["sqlite", "postgresql"]
 _names = itertools.count()
@@ -63,6 +68,21 @@ def module_database_url(
 ) -> Iterator[str]:
     """A fresh, empty coordinator database for one module, on each backend."""
     yield from _database(request, tmp_path_factory.mktemp("db"))
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """An engine on ``database_url`` migrated to the latest revision, disposed after."""
+    engine = db.make_engine(database_url)
+    db.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine: Engine) -> sessionmaker[Session]:
+    """Sessions of :func:`engine`."""
+    return db.make_sessions(engine)
 
 
 def _close_strays(database: str) -> None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server.app import db, metrics
+from reservoir.server.app import metrics
 from reservoir.server.app.tables import Agent, utcnow
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = db.make_engine(database_url)
-    db.upgrade(engine)
-    yield db.make_sessions(engine)
-    engine.dispose()
 
 
 def test_agents_are_counted_by_status_with_their_last_heartbeat(

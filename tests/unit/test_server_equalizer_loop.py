@@ -7,13 +7,11 @@ import asyncio
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
-from test_server_telemetry import make_transfer, rec, sessions, store
+from test_server_telemetry import make_transfer, rec, store
 
 from reservoir.server.app.agent_client import AgentRef, Json
 from reservoir.server.app.tables import Transfer, TransferEvent
 from reservoir.server.domain.equalizer_loop import EqualizerLoop
-
-__all__ = ["sessions"]  # the fixture, used by name
 
 
 class RecordingAgents:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
-import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server.app import db
 from reservoir.server.app.leadership import Leadership, current_lease, holder_name
 
 
@@ -48,14 +45,6 @@ class Member:
     def attempt(self) -> bool:
         asyncio.run(self.leadership.attempt())
         return self.leadership.leading
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = db.make_engine(database_url)
-    db.upgrade(engine)
-    yield db.make_sessions(engine)
-    engine.dispose()
 
 
 def test_the_first_coordinator_leads_and_the_second_stands_by(

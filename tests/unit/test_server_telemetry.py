@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from reservoir.server.app import db, events, metrics
+from reservoir.server.app import events, metrics
 from reservoir.server.app.agent_client import AgentRef, AgentUnreachableError
 from reservoir.server.app.tables import (
     Agent,
@@ -127,14 +126,6 @@ def test_caps_and_nic_rates_come_from_the_copy() -> None:
 
 
 # ---------------------------------------------------------------- storage
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = db.make_engine(database_url)
-    db.upgrade(engine)
-    yield db.make_sessions(engine)
-    engine.dispose()
 
 
 def make_transfer(session: Session, state: str = "running", copy_state: str = "running") -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fake_volumes import FakeVolumes
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 from test_server_api import USER, Api, agent, volume_set
 from test_server_telemetry import make_transfer
@@ -67,11 +67,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def sessions(database_url: str, receiver: Receiver) -> Iterator[sessionmaker[Session]]:
-    engine = db.make_engine(database_url)
-    db.upgrade(engine)
-    yield db.make_sessions(engine, info={webhooks.URLS_KEY: [receiver.url]})
-    engine.dispose()
+def sessions(engine: Engine, receiver: Receiver) -> sessionmaker[Session]:
+    """Sessions of a coordinator whose webhook is ``receiver``."""
+    return db.make_sessions(engine, info={webhooks.URLS_KEY: [receiver.url]})
 
 
 def end(sessions: sessionmaker[Session], state: str = "completed") -> str:
