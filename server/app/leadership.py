@@ -63,6 +63,11 @@ class LeaseView:
     url: str | None
     expires_in: float
 
+    @property
+    def leader_url(self) -> str | None:
+        """Where the leader serves, while someone holds an unexpired lease."""
+        return self.url if self.holder and self.expires_in > 0 else None
+
 
 class Leadership:
     """Takes, keeps and gives back the lease; calls ``on_elected`` when this coordinator

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class _Services:
 def _services(
     settings: ServerSettings,
     credentials: AgentCredentials,
+    trust: ssl.SSLContext | bool,
     *,
     engine: Engine | None,
     scheduler: Scheduler | None,
@@ -158,8 +160,6 @@ def _services(
     urls = [str(url) for url in settings.webhook_urls]
     sessions = db.make_sessions(engine, info={webhooks.URLS_KEY: urls})
     secret = webhook_secret(settings)
-
-    trust = agent_trust(settings.agent_ca_file)
 
     def client(timeout: float = AGENT_TIMEOUT) -> HttpAgentClient:
         return HttpAgentClient(credentials, timeout=timeout, verify=trust)
@@ -256,25 +256,43 @@ def create_app(
     volume_lister: VolumeLister | None = None,
 ) -> FastAPI:
     """The app; its lifespan upgrades the database to the latest revision first, then
-    starts the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
+    takes part in the leader's lease (``leadership.py``): while this coordinator leads
+    it runs the scheduler (``settings.scheduler``: ``agents`` runs transfers on the
     agents, ``off`` only records them) and, with the agents' scheduler, the telemetry
-    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), and the
-    watcher of campaign runs (``campaign_watch.py``); it stops them at the end.
+    collector (``telemetry.py``) and the equalizer (``equalizer_loop.py``), the webhook
+    sender (``webhooks.py``) and the watcher of campaign runs (``campaign_watch.py``);
+    it stops them at the end.
 
     ``credentials`` default to the key of ``settings.secret_key_path``, read (or made)
     here: an unusable key file raises ``SecretKeyError`` before anything else opens.
     ``volume_lister`` asks agents for their volumes at registration (default: a
     client of its own per registration)."""
     credentials = credentials or AgentCredentials.from_file(settings.secret_key_path)
+    trust = agent_trust(settings.agent_ca_file)  # read once, for every client of agents
     services = _services(
         settings,
         credentials,
+        trust,
         engine=engine,
         scheduler=scheduler,
         collector=collector,
         equalizer=equalizer,
         campaign_watcher=campaign_watcher,
     )
+    app = _fastapi(services)
+    app.state.settings = settings
+    app.state.credentials = credentials
+    app.state.volume_lister = volume_lister or OneShotVolumeLister(credentials, verify=trust)
+    _expose(app, services)
+    install_handlers(app)
+    _protect(app, settings, credentials, services.sessions)
+    _allow_origins(app, settings)
+    _include_routes(app)
+    return app
+
+
+def _fastapi(services: _Services) -> FastAPI:
+    """The FastAPI app, its lifespan starting and stopping ``services``."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -284,7 +302,7 @@ def create_app(
         finally:
             await services.stop()
 
-    app = FastAPI(
+    return FastAPI(
         title="Reservoir coordinator",
         version=__version__,
         description="Agents, volume sets, links and block transfers across them.",
@@ -294,17 +312,6 @@ def create_app(
         redoc_url=None,
         generate_unique_id_function=operation_id,
     )
-    app.state.settings = settings
-    app.state.credentials = credentials
-    app.state.volume_lister = volume_lister or OneShotVolumeLister(
-        credentials, verify=agent_trust(settings.agent_ca_file)
-    )
-    _expose(app, services)
-    install_handlers(app)
-    _protect(app, settings, credentials, services.sessions)
-    _allow_origins(app, settings)
-    _include_routes(app)
-    return app
 
 
 def _expose(app: FastAPI, services: _Services) -> None:

@@ -139,7 +139,7 @@ def require_leader(request: Request) -> None:
     if leadership is None or leadership.leading:
         return
     lease = current_lease(request.app.state.sessions)
-    url = lease.url if lease is not None and lease.holder and lease.expires_in > 0 else None
+    url = lease.leader_url if lease is not None else None
     raise StandbyError(f"{request.method} {request.url.path}", url)
 
 

@@ -20,5 +20,4 @@ def health(request: Request) -> Health:
     if leadership.leading:
         return Health(role="leader", leader_url=leadership.url)
     lease = current_lease(request.app.state.sessions)
-    leads = lease is not None and lease.holder != "" and lease.expires_in > 0
-    return Health(role="standby", leader_url=lease.url if lease is not None and leads else None)
+    return Health(role="standby", leader_url=lease.leader_url if lease is not None else None)
