@@ -117,7 +117,8 @@ class WebhookSender:
             await asyncio.sleep(self.interval)
 
     async def tick(self) -> int:
-        """Sends what is due; how many were delivered."""
+        """Sends what is due; how many were delivered. No transaction stays open while
+        the receivers answer (a SQLite reader would hold writers back meanwhile)."""
         with self.sessions() as session:
             due = session.scalars(
                 select(WebhookDelivery)
@@ -129,8 +130,10 @@ class WebhookSender:
                 .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
                 .limit(BATCH)
             ).all()
-            answers = await asyncio.gather(*(self._post(d) for d in due))
+        answers = await asyncio.gather(*(self._post(d) for d in due))
+        with self.sessions() as session:
             for delivery, error in zip(due, answers, strict=True):
+                session.add(delivery)  # detached when the first session closed
                 _settle(delivery, error)
             session.commit()
         return sum(1 for error in answers if error is None)
