@@ -17,6 +17,7 @@ from reservoir.agent.initiator import PoolSettings, Session, SessionPool
 from reservoir.agent.target import config as target_config
 from reservoir.agent.target.server import TargetServer
 from reservoir.agent.transfer import copy as engine_copy
+from reservoir.common.trust import trust
 from reservoir.pacing import CwndCaps
 
 __all__ = ["Agent"]
@@ -100,14 +101,12 @@ class Agent:
             ) from None
         if not token:
             raise AgentSettingsError(f"coordinator_token_file {s.coordinator_token_file} is empty")
-        verify: ssl.SSLContext | bool = True
-        if s.coordinator_ca_file is not None:
-            try:
-                verify = ssl.create_default_context(cafile=str(s.coordinator_ca_file))
-            except (OSError, ssl.SSLError) as exc:
-                raise AgentSettingsError(
-                    f"coordinator_ca_file {s.coordinator_ca_file}: {exc}"
-                ) from None
+        try:
+            verify = trust(s.coordinator_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise AgentSettingsError(
+                f"coordinator_ca_file {s.coordinator_ca_file}: {exc}"
+            ) from None
         log.info("heartbeats to %s every %g s", s.coordinator, s.heartbeat_interval)
         return Heartbeat(s.coordinator, token, s.heartbeat_interval, verify=verify)
 

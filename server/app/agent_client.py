@@ -36,6 +36,7 @@ from fastapi import status
 from reservoir.common.problems import code_for_status, located
 from reservoir.common.request_id import HEADER as REQUEST_ID_HEADER
 from reservoir.common.request_id import current_request_id
+from reservoir.common.trust import trust
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.core.config import SettingsError
 from reservoir.server.app.errors import ServerError
@@ -298,10 +299,8 @@ class HttpAgentClient:
 def agent_trust(ca_file: Path | None) -> ssl.SSLContext | bool:
     """What agents' HTTPS certificates are checked against: the CA certificates of
     ``ca_file``, else the system's trust store (one context, loaded once)."""
-    if ca_file is None:
-        return True
     try:
-        return ssl.create_default_context(cafile=str(ca_file))
+        return trust(ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise SettingsError(f"agent_ca_file {ca_file}: {exc}") from None
 
