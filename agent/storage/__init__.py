@@ -16,7 +16,7 @@ is) and hashes it in a worker thread, off the event loop.  ``Engine.counts`` add
 what its volumes' requests did (:class:`IoCounts`).
 """
 
-from ._base import Engine
+from ._base import BULK_WRITE, DirectIo, Engine
 from ._counts import IoCounts
 from ._engine import available_backends, open_engine, opened_default_engine
 from ._errors import StorageError
@@ -24,6 +24,8 @@ from ._identity import volume_identity
 from ._volume import Volume, open_volume
 
 __all__ = [
+    "BULK_WRITE",
+    "DirectIo",
     "Engine",
     "IoCounts",
     "StorageError",

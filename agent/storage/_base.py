@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar, TypeVarTuple
+from typing import Literal, TypeVar, TypeVarTuple
 
 from . import _read_back
 from ._counts import IoCounts
@@ -20,6 +20,14 @@ Ts = TypeVarTuple("Ts")
 
 # O_DIRECT alignment used after the filesystem refused a smaller one with EINVAL.
 SAFE_DIRECT_ALIGN = 4096
+BULK_WRITE = 256 << 10  # the smallest write that bypasses the page cache under "bulk-writes"
+_NEVER = 1 << 62
+
+DirectIo = Literal["none", "bulk-writes", "all"]
+"""Which requests of a volume bypass the page cache (O_DIRECT), when aligned:
+none; writes of BULK_WRITE bytes or more (a copy's data segments: no copy into the
+page cache, and none of it evicted for them) while every read and small write goes
+through the cache; or every aligned request."""
 
 
 class Handle:
@@ -28,8 +36,9 @@ class Handle:
     Every request holds the handle while the kernel may still use its
     descriptors; close() closes them once the last request is done, so a
     descriptor number is never reused under a request still queued for it.
-    ``dfd`` is the O_DIRECT descriptor (-1 for none): requests whose offset and
-    length are multiples of ``dmask + 1`` use it; the others use the buffered ``fd``.
+    ``dfd`` is the O_DIRECT descriptor (-1 for none): reads of at least ``read_min``
+    bytes and writes of at least ``write_min`` bytes whose offset and length are
+    multiples of ``dmask + 1`` use it; the others use the buffered ``fd``.
 
     acquire/release are for the event loop's thread and take no lock (they are
     on the path of every io_uring request); acquire_shared/release_shared may be
@@ -48,12 +57,16 @@ class Handle:
         "dfd",
         "dmask",
         "fd",
+        "read_min",
+        "write_min",
     )
 
-    def __init__(self, fd: int, dfd: int, align: int):
+    def __init__(self, fd: int, dfd: int, align: int, direct_io: DirectIo = "all"):
         self.fd = fd
         self.dfd = dfd
         self.dmask = align - 1
+        self.read_min = 0 if direct_io == "all" else _NEVER
+        self.write_min = 0 if direct_io == "all" else BULK_WRITE
         self._dfd_open = dfd
         self._users = 0  # requests of the loop thread
         self._shared = 0  # requests of worker threads, under _lock
@@ -94,6 +107,14 @@ class Handle:
         """Closes now, or when the last request in flight is done."""
         self._closing = True
         self._close_if_idle()
+
+    def direct_read(self, offset: int, length: int) -> bool:
+        """Whether this read goes to the O_DIRECT descriptor."""
+        return self.dfd >= 0 and length >= self.read_min and not (offset | length) & self.dmask
+
+    def direct_write(self, offset: int, length: int) -> bool:
+        """Whether this write goes to the O_DIRECT descriptor."""
+        return self.dfd >= 0 and length >= self.write_min and not (offset | length) & self.dmask
 
     def direct_refused(self, used_mask: int) -> None:
         """O_DIRECT I/O failed with EINVAL: demand 4 KiB alignment, then give up on it."""

@@ -1,7 +1,8 @@
 """Reading a range back from storage in a worker thread, to hash it (verification).
 
-A volume whose I/O is O_DIRECT is read back with O_DIRECT: what storage holds, with
-no page-cache copy.  A page-cache volume is read back through the page cache, where
+A volume with an O_DIRECT descriptor (every aligned request direct, or only its
+bulk writes, which are what a copy wrote) is read back with O_DIRECT: what storage
+holds, with no page-cache copy.  A page-cache volume is read back through the page cache, where
 its writes are (made durable by the flush that ends a copy): an O_DIRECT read of it
 would first wait for the writeback of the range's dirty pages and then read the disk,
 which on a 2 GiB verified copy cut the throughput by 40% and saved no CPU.  A direct

@@ -18,15 +18,17 @@ are in flight; more wait in a FIFO backlog.
 
 O_DIRECT: an operation whose offset and length are multiples of the volume's
 direct alignment (the larger of the page size and the device's logical block
-size) goes to the O_DIRECT descriptor (slot buffers are page aligned); any other
-goes to the buffered one.  Linux keeps the two coherent: a direct read first
-writes back dirty cached pages of its range and a direct write invalidates them
-afterwards.  Because direct requests cover whole pages, a buffered request never
-shares a page with a direct one it does not overlap, so mixing is safe for
-requests that do not overlap while in flight (the SCSI layer above gives no
-ordering for overlapping commands in flight either).  Short transfers are
-continued from where they stopped; a direct operation refused with EINVAL is
-retried buffered and direct I/O tightened or given up for that volume.
+size), and which the volume's policy sends there (every one, or only writes of
+BULK_WRITE bytes and more: see Handle), goes to the O_DIRECT descriptor (slot
+buffers are page aligned); any other goes to the buffered one.  Linux keeps the
+two coherent: a direct read first writes back dirty cached pages of its range and
+a direct write invalidates them afterwards.  Because direct requests cover whole
+pages, a buffered request never shares a page with a direct one it does not
+overlap, so mixing is safe for requests that do not overlap while in flight (the
+SCSI layer above gives no ordering for overlapping commands in flight either).
+Short transfers are continued from where they stopped; a direct operation refused
+with EINVAL is retried buffered and direct I/O tightened or given up for that
+volume.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ class _RwOp(_Op):
     """A read or write of [offset, offset + length) on a volume."""
 
     __slots__ = ("h", "length", "mask", "offset")
+    writes = False
 
     def __init__(self, h: Handle, offset: int, length: int):
         self.h = h
@@ -117,9 +120,11 @@ class _RwOp(_Op):
         self.mask = -1
 
     def fd(self) -> int:
-        """The O_DIRECT descriptor if the range is aligned, else the buffered one."""
+        """The O_DIRECT descriptor if the handle sends this request there (aligned,
+        and large enough), else the buffered one."""
         h = self.h
-        if h.dfd >= 0 and not (self.offset | self.length) & h.dmask:
+        direct = h.direct_write if self.writes else h.direct_read
+        if direct(self.offset, self.length):
             self.mask = h.dmask
             return h.dfd
         self.mask = -1
@@ -153,7 +158,7 @@ class _ReadOp(_RwOp):
 
     def prep(self, ring: _uring.Ring[_Op]) -> None:
         h = self.h  # self.fd() inlined: the hot path of 4 KiB reads
-        if h.dfd >= 0 and not (self.offset | self.length) & h.dmask:
+        if h.dfd >= 0 and self.length >= h.read_min and not (self.offset | self.length) & h.dmask:
             self.mask = h.dmask
             ring.read(h.dfd, self.offset, self.length, self)
         else:
@@ -231,6 +236,7 @@ class _ReadIntoOp(_PartOp):
 
 class _WriteOp(_PartOp):
     __slots__ = ("src",)
+    writes = True
 
     def __init__(self, req: _Req, offset: int, src: memoryview):
         super().__init__(req, offset, len(src))
@@ -447,7 +453,7 @@ class UringEngine(Engine):
         return req.fut
 
     def _write(self, h: Handle, offset: int, data: memoryview) -> Awaitable[None]:
-        direct = h.dfd >= 0 and not (offset | len(data)) & h.dmask
+        direct = h.direct_write(offset, len(data))
         whole = direct or self._ring.registered(data)  # no slot buffer in between
         parts = self._parts(offset, data, WRITE_PART if whole else self._bufsize)
         req = self._new_req(h, len(parts))

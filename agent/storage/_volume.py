@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from . import _sys
-from ._base import Engine, Handle
+from ._base import DirectIo, Engine, Handle
 from ._engine import default_engine
 from ._errors import StorageError, from_os_error, storage_error
 from ._read_back import Hasher
@@ -85,7 +85,14 @@ class Volume:
     kind: str
     thin: bool
 
-    def __init__(self, path: str, opened: _sys.OpenedFiles, read_only: bool, engine: Engine):
+    def __init__(
+        self,
+        path: str,
+        opened: _sys.OpenedFiles,
+        read_only: bool,
+        engine: Engine,
+        direct_io: DirectIo = "all",
+    ):
         self.path = path
         self.size = opened.size
         self.block_size = opened.block_size
@@ -94,7 +101,7 @@ class Volume:
         self.thin = opened.thin
         self._engine = engine
         self._counts = engine.counts  # what this volume's requests did, added up
-        self._h = Handle(opened.fd, opened.dfd, opened.align)
+        self._h = Handle(opened.fd, opened.dfd, opened.align, direct_io)
         self._nowait = hasattr(os, "RWF_NOWAIT")
         self._nowait_skip = 0  # reads left before the page cache is tried again
         self._nowait_backoff = 1
@@ -122,8 +129,13 @@ class Volume:
 
     @property
     def direct(self) -> bool:
-        """Whether aligned requests use O_DIRECT."""
+        """Whether some aligned requests use O_DIRECT (see :data:`DirectIo`)."""
         return self._h.dfd >= 0
+
+    @property
+    def direct_reads(self) -> bool:
+        """Whether aligned reads use O_DIRECT (so the page cache is not tried first)."""
+        return self._h.dfd >= 0 and self._h.read_min == 0
 
     def fileno(self) -> int:
         """The descriptor of its page-cache I/O, which a data segment is sent from
@@ -193,7 +205,7 @@ class Volume:
     def read_cached(self, offset: int, length: int) -> bytes | None:
         """The bytes at ``offset`` if the page cache holds them all, else None;
         never blocks (preadv2 with RWF_NOWAIT).  Out-of-range requests get None."""
-        if not (self._nowait and 0 < length <= NOWAIT_MAX and not self.direct):
+        if not (self._nowait and 0 < length <= NOWAIT_MAX and not self.direct_reads):
             return None
         if offset < 0 or offset + length > self.size or self._h.closed or self._engine.closed:
             return None
@@ -221,7 +233,7 @@ class Volume:
     def _readinto_cached(self, offset: int, view: memoryview) -> int:
         """How many bytes of ``view`` the page cache filled at once (preadv2 with
         RWF_NOWAIT, with the same backoff after misses as :meth:`read_cached`)."""
-        if not (self._nowait and len(view) <= NOWAIT_MAX and not self.direct):
+        if not (self._nowait and len(view) <= NOWAIT_MAX and not self.direct_reads):
             return 0
         if self._engine.closed:
             return 0
@@ -266,7 +278,7 @@ class Volume:
     async def hash_range(self, offset: int, length: int, hasher: Hasher) -> None:
         """Feeds ``length`` bytes at ``offset``, as stored (holes read as zeros), to
         ``hasher.update`` in order, in a worker thread; read back with O_DIRECT where
-        the volume's I/O is direct (see :mod:`._read_back`)."""
+        the volume has an O_DIRECT descriptor (see :mod:`._read_back`)."""
         self._check("read", offset, length)
         if not length:
             return
@@ -289,7 +301,7 @@ class Volume:
             raise self._error("write", exc) from exc
         self._counts.writes += 1
         self._counts.written_bytes += len(view)
-        if self.writeback and not self.direct:
+        if self.writeback and not self._h.direct_write(offset, len(view)):
             self._wrote(offset, len(view))
 
     def _wrote(self, offset: int, length: int) -> None:
@@ -409,16 +421,18 @@ async def open_volume(
     *,
     read_only: bool = False,
     engine: Engine | None = None,
-    direct: bool = True,
+    direct: bool | DirectIo = True,
 ) -> Volume:
     """Opens a regular file or block device.
 
-    ``engine`` None uses the running loop's shared default engine.  ``direct``
-    lets aligned requests use O_DIRECT where the engine and filesystem allow it.
+    ``engine`` None uses the running loop's shared default engine.  ``direct`` says
+    which aligned requests use O_DIRECT where the engine and filesystem allow it
+    (:data:`DirectIo`; True is "all", False "none").
     """
     name = os.fspath(path)
     eng = engine if engine is not None else default_engine()
-    use_direct = direct and eng.uses_direct
+    policy: DirectIo = "all" if direct is True else "none" if direct is False else direct
+    use_direct = policy != "none" and eng.uses_direct
     try:
         fut = asyncio.ensure_future(eng._call(_sys.open_files, name, read_only, use_direct))
         try:
@@ -428,4 +442,4 @@ async def open_volume(
             raise
     except OSError as exc:
         raise from_os_error(exc, "open", name) from exc
-    return Volume(name, opened, read_only, eng)
+    return Volume(name, opened, read_only, eng, policy)

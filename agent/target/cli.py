@@ -103,7 +103,13 @@ def _register_serve(tsub: Sub) -> None:
     )
     p.add_argument("--read-only", action="store_true", help="export the LUNs read-only")
     p.add_argument(
-        "--direct", action="store_true", help="O_DIRECT for aligned I/O (default: page cache)"
+        "--direct", action="store_true", help="O_DIRECT for every aligned request (no page cache)"
+    )
+    p.add_argument(
+        "--cached-bulk-writes",
+        action="store_true",
+        help="write everything through the page cache (default: aligned writes of 256 KiB "
+        "and more, such as a copy's data, go straight to storage with O_DIRECT)",
     )
     p.add_argument("--nop-interval", type=float, default=30.0, help="NOP-In ping interval, s")
     p.add_argument(
@@ -115,13 +121,17 @@ def _register_serve(tsub: Sub) -> None:
     p.set_defaults(func=_serve)
 
 
+def _bulk_writes(args: argparse.Namespace) -> cfg.BulkWrites:
+    return "cached" if args.cached_bulk_writes else "direct"
+
+
 def quick_config(args: argparse.Namespace) -> cfg.TargetConfig:
     if not args.iqn or not args.lun:
         raise cfg.ConfigError("a quick target needs --iqn and at least one --lun (or --config)")
     target = cfg.Target(
         iqn=args.iqn,
         luns=[
-            cfg.Lun(i, str(Path(p).resolve()), args.read_only, args.direct)
+            cfg.Lun(i, str(Path(p).resolve()), args.read_only, args.direct, _bulk_writes(args))
             for i, p in enumerate(args.lun)
         ],
         allow=list(args.allow),
@@ -158,6 +168,7 @@ _QUICK_ONLY = (
     "mutual_chap_secret_env",
     "read_only",
     "direct",
+    "cached_bulk_writes",
 )
 
 
@@ -260,7 +271,15 @@ def _register_edit(tsub: Sub) -> None:
     p.add_argument("path_or_id", help="backing path (add) or LUN id (remove)")
     p.add_argument("--id", type=int, help="LUN id (add; default: next free)")
     p.add_argument("--read-only", action="store_true")
-    p.add_argument("--direct", action="store_true", help="O_DIRECT for aligned I/O")
+    p.add_argument(
+        "--direct", action="store_true", help="O_DIRECT for every aligned request (no page cache)"
+    )
+    p.add_argument(
+        "--cached-bulk-writes",
+        action="store_true",
+        help="write everything through the page cache (default: aligned writes of 256 KiB "
+        "and more, such as a copy's data, go straight to storage with O_DIRECT)",
+    )
     p = cmd("acl", "allow or disallow an initiator", _acl)
     p.add_argument("op", choices=["add", "remove"])
     p.add_argument("iqn")
@@ -351,7 +370,8 @@ def _lun(document: ConfigDocument, args: argparse.Namespace) -> str:
     lun_id = args.id if args.id is not None else _next_lun(target)
     if target.lun(lun_id):
         raise cfg.ConfigError(f"target {args.iqn!r} has a LUN {lun_id} already")
-    document.add_lun(args.iqn, cfg.Lun(lun_id, str(path.resolve()), args.read_only, args.direct))
+    lun = cfg.Lun(lun_id, str(path.resolve()), args.read_only, args.direct, _bulk_writes(args))
+    document.add_lun(args.iqn, lun)
     return f"added LUN {lun_id} ({path}) to {args.iqn}"
 
 

@@ -19,6 +19,8 @@ Stored as TOML::
     id = 0
     path = "/srv/vol1.img"
     read_only = false
+    # direct = true                   # every aligned request O_DIRECT (no page cache)
+    # bulk_writes = "cached"          # default "direct": see Lun
 
 The file is checked against a declared schema (``config_schema``): an unknown key
 or a wrong type is refused, naming the key path. A target admits no one unless it
@@ -38,12 +40,12 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomlkit
 
 from reservoir.agent.iscsi.chap import ChapError, check_name, check_secret
-from reservoir.agent.storage import volume_identity
+from reservoir.agent.storage import DirectIo, volume_identity
 from reservoir.agent.target import config_schema as schema
 from reservoir.agent.target.errors import TargetError
 from reservoir.common.store import write_atomic
@@ -68,19 +70,36 @@ class Chap:
         return {"user": self.user, "secret": self.secret}
 
 
+BulkWrites = Literal["direct", "cached"]
+
+
 @dataclass
 class Lun:
-    """A LUN; ``direct`` bypasses the page cache (O_DIRECT) for aligned requests."""
+    """A LUN; ``direct`` bypasses the page cache (O_DIRECT) for every aligned request.
+    Otherwise reads and small writes go through the page cache, and ``bulk_writes``
+    says where aligned writes of 256 KiB and more go: "direct" (the default; a copy's
+    data segments, written from the memory they were received into, with no copy into
+    the page cache and nothing evicted for them) or "cached" (the page cache too)."""
 
     id: int
     path: str
     read_only: bool = False
     direct: bool = False
+    bulk_writes: BulkWrites = "direct"
+
+    @property
+    def direct_io(self) -> DirectIo:
+        """The storage engine's policy for the LUN's volume."""
+        if self.direct:
+            return "all"
+        return "bulk-writes" if self.bulk_writes == "direct" else "none"
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "path": self.path, "read_only": self.read_only}
         if self.direct:
             out["direct"] = True
+        if self.bulk_writes != "direct":
+            out["bulk_writes"] = self.bulk_writes
         return out
 
 
@@ -338,7 +357,7 @@ def _target_from(raw: schema.TargetTable) -> Target:
     return Target(
         iqn=raw.iqn,
         alias=raw.alias,
-        luns=[Lun(x.id, x.path, x.read_only, x.direct) for x in raw.lun],
+        luns=[Lun(x.id, x.path, x.read_only, x.direct, x.bulk_writes) for x in raw.lun],
         allow=list(raw.allow),
         chap=Chap(raw.chap.user, raw.chap.secret) if raw.chap else None,
         mutual_chap=Chap(raw.mutual_chap.user, raw.mutual_chap.secret) if raw.mutual_chap else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -51,6 +51,7 @@ class LunTable(_Table):
     path: str
     read_only: bool = False
     direct: bool = False
+    bulk_writes: Literal["direct", "cached"] = "direct"
 
 
 class TargetTable(_Table):

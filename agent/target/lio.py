@@ -15,6 +15,8 @@ that id. Who may log in maps as the builtin target reads it:
 ``direct = true`` (O_DIRECT in the builtin target) maps to a fileio backstore
 without LIO's write cache (writes reach the file before they complete, O_DSYNC);
 otherwise fileio caches writes and SYNCHRONIZE CACHE flushes them, like ours.
+``bulk_writes`` has no LIO equivalent (fileio caches all writes or none): LIO
+caches them, as the builtin target does with ``bulk_writes = "cached"``.
 
 :func:`apply` first removes what an earlier apply of the same file made (targets of
 its names, backstores of its names), so applying twice gives one configuration; a

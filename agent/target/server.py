@@ -166,7 +166,7 @@ class TargetServer:
         units: dict[int, scsi.LogicalUnit] = {}
         for lun in target.luns:
             volume = await storage.open_volume(
-                lun.path, read_only=lun.read_only, engine=self.engine, direct=lun.direct
+                lun.path, read_only=lun.read_only, engine=self.engine, direct=lun.direct_io
             )
             volume.writeback = True  # initiators write at network speed: keep the disk busy
             self._volumes.append(volume)

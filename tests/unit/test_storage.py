@@ -71,6 +71,8 @@ def with_volume(
 
 def test_public_api() -> None:
     assert set(storage.__all__) == {
+        "BULK_WRITE",
+        "DirectIo",
         "Engine",
         "IoCounts",
         "StorageError",

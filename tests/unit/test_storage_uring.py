@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reservoir.agent.storage import StorageError, open_volume
+from reservoir.agent.storage import BULK_WRITE, StorageError, open_volume
 from reservoir.agent.storage import _engine as engine_mod
 from reservoir.agent.storage._base import Handle
 
@@ -316,6 +316,56 @@ def test_direct_io_used_where_possible(tmp_path: Path) -> None:
         finally:
             vol.close()
             buffered.close()
+            engine.close()
+
+    asyncio.run(main())
+
+
+def _cached(path: Path, offset: int, length: int) -> bool:
+    """Whether the page cache holds the whole range (a read that may not wait)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.preadv(fd, [bytearray(length)], offset, os.RWF_NOWAIT) == length
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_bulk_writes_bypass_the_page_cache_and_the_rest_does_not(tmp_path: Path) -> None:
+    """Under "bulk-writes" an aligned write of BULK_WRITE bytes or more reaches storage
+    without a page-cache copy; small writes and every read go through the cache, and
+    each sees the others' data."""
+    path = tmp_path / "vol.img"
+    path.write_bytes(bytes(4 * MiB))
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # nothing of it cached at first
+    os.close(fd)
+    bulk = random.Random(5).randbytes(MiB)
+
+    async def main() -> None:
+        engine = UringEngine(8, arena=MiB)
+        vol = await open_volume(str(path), engine=engine, direct="bulk-writes")
+        try:
+            if not vol.direct:
+                pytest.skip("the filesystem of the temporary directory refuses O_DIRECT")
+            assert not vol.direct_reads
+            arena = engine.arena()
+            assert arena is not None
+            arena[:MiB] = bulk
+            await vol.write(MiB, arena[:MiB])  # from registered memory, as the target does
+            await vol.write(3 * MiB, b"s" * 4096)
+            assert not _cached(path, MiB, MiB)
+            assert _cached(path, 3 * MiB, 4096)
+            assert await vol.read(MiB - 2, MiB + 4) == b"\0\0" + bulk + b"\0\0"
+            assert _cached(path, MiB, MiB)  # reads fill the cache
+            await vol.write(MiB + 4096, b"x" * 100)  # a small write over a bulk one
+            assert await vol.read(MiB + 4096, 101) == b"x" * 100 + bulk[4196:4197]
+            await vol.write(2 * MiB, bytes(BULK_WRITE - 4096))  # under the bulk size
+            assert _cached(path, 2 * MiB, BULK_WRITE - 4096)
+        finally:
+            vol.close()
             engine.close()
 
     asyncio.run(main())

@@ -164,6 +164,15 @@ def test_quick_target_with_open_admits_everyone_explicitly(lun: Path) -> None:
     assert config.require_target(IQN).open
 
 
+def test_quick_target_writes_bulk_data_past_the_page_cache_unless_told(lun: Path) -> None:
+    quick = target_cli.quick_config(_quick("--lun", str(lun), "--open"))
+    assert quick.require_target(IQN).luns[0].direct_io == "bulk-writes"
+    cached = target_cli.quick_config(_quick("--lun", str(lun), "--open", "--cached-bulk-writes"))
+    assert cached.require_target(IQN).luns[0].direct_io == "none"
+    direct = target_cli.quick_config(_quick("--lun", str(lun), "--open", "--direct"))
+    assert direct.require_target(IQN).luns[0].direct_io == "all"
+
+
 def test_quick_target_without_a_portal_says_it_serves_every_address(
     lun: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

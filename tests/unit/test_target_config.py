@@ -38,7 +38,11 @@ def test_save_then_load_returns_the_same_configuration(tmp_path: Path) -> None:
             cfg.Target(
                 IQN,
                 alias="vol1",
-                luns=[cfg.Lun(0, "/srv/a.img"), cfg.Lun(3, "/dev/loop3", True, True)],
+                luns=[
+                    cfg.Lun(0, "/srv/a.img"),
+                    cfg.Lun(3, "/dev/loop3", True, True),
+                    cfg.Lun(4, "/srv/b.img", bulk_writes="cached"),
+                ],
                 allow=["iqn.1994-05.com.example:h1"],
                 chap=cfg.Chap("h1", "0123456789abcdef"),
                 mutual_chap=cfg.Chap("vol1", "fedcba9876543210"),
@@ -194,6 +198,21 @@ def test_a_misspelt_target_table_is_refused_not_served_empty(tmp_path: Path) -> 
 def test_direct_as_a_string_is_refused_not_taken_as_true(tmp_path: Path) -> None:
     path = _write(tmp_path, _target(tmp_path, "open = true", 'direct = "false"'))
     with pytest.raises(cfg.ConfigError, match=r"target\[0\]\.lun\[0\]\.direct: expected true or"):
+        cfg.load(path)
+
+
+def test_a_luns_bulk_writes_bypass_the_page_cache_unless_it_says_cached(tmp_path: Path) -> None:
+    path = _write(tmp_path, _target(tmp_path, "open = true"))
+    assert [lun.direct_io for lun in cfg.load(path).targets[0].luns] == ["bulk-writes"]
+    cached = _write(tmp_path, _target(tmp_path, "open = true", 'bulk_writes = "cached"'))
+    assert [lun.direct_io for lun in cfg.load(cached).targets[0].luns] == ["none"]
+    direct = _write(tmp_path, _target(tmp_path, "open = true", "direct = true"))
+    assert [lun.direct_io for lun in cfg.load(direct).targets[0].luns] == ["all"]
+
+
+def test_an_unknown_bulk_writes_value_is_refused_naming_the_key(tmp_path: Path) -> None:
+    path = _write(tmp_path, _target(tmp_path, "open = true", 'bulk_writes = "fast"'))
+    with pytest.raises(cfg.ConfigError, match=r"target\[0\]\.lun\[0\]\.bulk_writes: "):
         cfg.load(path)
 
 
