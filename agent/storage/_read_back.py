@@ -8,6 +8,10 @@ would first wait for the writeback of the range's dirty pages and then read the 
 which on a 2 GiB verified copy cut the throughput by 40% and saved no CPU.  A direct
 read refused with EINVAL, or short at an unaligned offset, goes on buffered.
 
+Reads through the page cache are of CHUNK bytes, so the hasher finds them in the
+CPU's cache; direct reads of DIRECT_CHUNK, which the device serves faster (8 threads
+reading back a 4 GiB LUN written by a copy: 1.18-1.34 GB/s in 1 MiB reads, 1.76-1.79
+GB/s in 4 MiB reads, at the same CPU per GB).
 Each worker thread reads into its own page-aligned buffer, reused for every range,
 and feeds it to the hasher: the event loop hands over one range and gets one answer,
 and neither the reads nor the hashing (a hasher that releases the GIL, as xxhash
@@ -26,7 +30,8 @@ from reservoir.agent.buffers import aligned_buffer
 if TYPE_CHECKING:
     from ._base import Handle
 
-CHUNK = 1 << 20  # bytes read (and hashed) at once
+CHUNK = 1 << 20  # bytes read (and hashed) at once through the page cache
+DIRECT_CHUNK = 4 << 20  # ... with O_DIRECT (from the device: larger reads, fewer waits)
 WORKERS = 8  # ranges read back at once: about as many as a copy verifies at once
 
 
@@ -41,7 +46,7 @@ def _chunk_buffer() -> memoryview:
     """This worker thread's buffer."""
     buf: memoryview | None = getattr(_local, "buf", None)
     if buf is None:
-        buf = _local.buf = aligned_buffer(CHUNK)
+        buf = _local.buf = aligned_buffer(max(CHUNK, DIRECT_CHUNK))
     return buf
 
 
@@ -79,7 +84,8 @@ def hash_range(h: Handle, offset: int, length: int, hasher: Hasher) -> None:
     end = offset + length
     pos = reader.start(offset)
     while pos < end:
-        want = min(len(buf), -(-end // (reader.mask + 1)) * (reader.mask + 1) - pos)
+        chunk = DIRECT_CHUNK if reader.mask else CHUNK
+        want = min(chunk, -(-end // (reader.mask + 1)) * (reader.mask + 1) - pos)
         got = reader.read(buf[:want], pos)
         if got <= offset - pos or got == 0:
             raise OSError(errno.EIO, "unexpected end of file")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_storage import MiB, engine, kind, make_file, with_volume
 
-from reservoir.agent.storage import Engine, StorageError, Volume
+from reservoir.agent.storage import Engine, StorageError, Volume, _read_back
 
 __all__ = ["engine", "kind"]  # fixtures
 
@@ -97,6 +97,36 @@ def test_a_direct_volume_is_read_back_o_direct(
         pytest.skip("no O_DIRECT here (threads engine, or a filesystem that refuses it)")
     assert got.data == ref[4096 : 4096 + MiB]
     assert set(fds) == {dfd}
+
+
+def test_direct_read_back_reads_larger_chunks_than_buffered_read_back(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device serves 4 MiB reads faster; the page cache's are hashed in cache."""
+    path = tmp_path / "vol.img"
+    ref = make_file(path, 8 * MiB)
+    fds = _reads_by_fd(monkeypatch, set())
+
+    async def body(vol: Volume) -> tuple[Recorder, int]:
+        got = Recorder()
+        await vol.hash_range(0, 8 * MiB, got)
+        return got, vol._h.dfd
+
+    got, dfd = with_volume(path, engine, body)
+    if dfd < 0:
+        pytest.skip("no O_DIRECT here (threads engine, or a filesystem that refuses it)")
+    assert got.data == ref
+    assert fds == [dfd] * (8 * MiB // _read_back.DIRECT_CHUNK)
+    fds.clear()
+    got, fd = with_volume(path, engine, lambda vol: _hash_all(vol, 8 * MiB), direct=False)
+    assert got.data == ref
+    assert fds == [fd] * (8 * MiB // _read_back.CHUNK)
+
+
+async def _hash_all(vol: Volume, length: int) -> tuple[Recorder, int]:
+    got = Recorder()
+    await vol.hash_range(0, length, got)
+    return got, vol._h.fd
 
 
 def test_a_page_cache_volume_is_read_back_through_the_page_cache(
