@@ -92,9 +92,9 @@ class CopyBase(Strict):
         default="storage",
         description=(
             "how the copy is verified (with verify): storage (each extent hashed from the "
-            "destination's storage once, at the end) or receipt (each extent also checked "
-            "as it is written, by the digests of what its writes received where the target "
-            "kept them, from storage where not)"
+            "destination's storage once, at the end) or receipt (each extent checked as it "
+            "is written and again at the end by the digests of what its writes received, "
+            "which the target drops at any change over them; from storage where it kept none)"
         ),
     )
     range: RangeModel | None = None

@@ -5,9 +5,10 @@ whether the WRITE commands that last wrote a range received what the copy sent,
 instead of having the target read its storage back. A receipt is the XXH3-128 of a
 WRITE's data, recorded once the write completed without error. It says what the
 target received and stored without an error from the storage, not what the storage
-holds now: that is the ``storage`` mode (and the
-copy's final whole-range check, which reads storage in both modes). It is hashed from
-the buffer the data was received into, which the write leaves as it was.
+holds now: that is the ``storage`` mode. A receipt-mode copy asks for an extent's
+receipts as it writes it and again in its final whole-range check, where a receipt
+still kept says no change went over the extent since. It is hashed from the buffer
+the data was received into, which the write leaves as it was.
 
 A receipt is dropped by any later write, WRITE SAME, UNMAP or other change that
 overlaps it, and is never recorded when an overlapping change began while its write
@@ -15,7 +16,8 @@ was in flight (the order in which the two reach the storage is unknown). Only wr
 of ``RECEIPT_MIN_BYTES`` to ``RECEIPT_MAX_BYTES`` get one (a copy writes 1 MiB
 pieces; small random writes pay nothing but the bookkeeping of dropping). At most
 ``RECEIPT_LIMIT`` receipts are kept per logical unit, the oldest dropped first: a copy
-asks for them seconds after writing.
+asks for them seconds after writing, and again at its end (16 GiB of 1 MiB writes: a
+longer copy's first extents are checked from storage there).
 
 Hashing what a write received costs the target about a tenth of its CPU during a
 copy, so receipts are recorded only while someone uses them: for ``RECEIPT_ARMED_S``

@@ -4,6 +4,13 @@ elsewhere) and compared with the digest of what was read from the source; the ro
 hashes of both are then equal. Extents that differ are sent again once and checked
 again; if any still differs, the copy fails and names their byte ranges.
 
+In ``receipt`` mode an extent this run wrote is checked again by the destination's
+receipts (HASH RANGE 02h) instead of its storage: a receipt is the digest of what a
+write received and stored without error, and the target drops it at any later change
+over it (a write of another session, WRITE SAME, UNMAP), so one still there says the
+extent holds what was written. Where the receipts no longer cover an extent, its
+storage is hashed. ``storage`` mode reads storage for every extent.
+
 This is what "verified" means in a summary: a statement about the destination at the
 end, including extents a checkpoint said were done by an earlier run.
 """
@@ -24,11 +31,14 @@ async def mismatched(
     workers: Mapping[int, Sequence[StreamWorker]],
     extents: Sequence[Extent],
     wanted: Mapping[int, bytes],
+    receipts: Mapping[int, bytes],
     at_once: int = READ_BACK_AT_ONCE,
 ) -> list[Extent]:
     """The extents whose destination digest is not the one wanted, in extent order;
     ``workers`` are the live streams of each server pair, each checking ``at_once``
-    extents at a time (more where the destinations hash: nothing is read back)."""
+    extents at a time (more where the destinations hash: nothing is read back). An
+    extent with an entry in ``receipts`` (written by this run in receipt mode) is
+    checked by the destination's receipts where they still cover it."""
     bad: list[Extent] = []
 
     async def check(worker: StreamWorker, mine: list[Extent]) -> None:
@@ -36,7 +46,7 @@ async def mismatched(
 
         async def one(extent: Extent) -> None:
             async with limit:
-                if not await worker.verify(extent, wanted[extent.id]):
+                if not await worker.verify(extent, wanted[extent.id], receipts.get(extent.id)):
                     bad.append(extent)
 
         await asyncio.gather(*(one(e) for e in mine))

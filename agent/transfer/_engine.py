@@ -87,12 +87,14 @@ long enough for a destination agent to be restarted (a failed *path* is handled
 sooner, by the path monitor, which moves its extents to the other paths)."""
 TICK = 0.5
 VERIFICATIONS = ("storage", "receipt")
-"""How a copy is verified. Both end with the whole destination hashed from storage
-and compared extent by extent (_end_check: HASH RANGE, or the extent read back), what
-differs sent again. ``receipt`` also checks each extent as it is written, by the
-destination's receipts of what its writes received (read back where it keeps none),
-so a difference is sent again at once; ``storage`` leaves every check to the end,
-where checking each extent's storage as it is written as well read it back twice."""
+"""How a copy is verified. Both end with the whole destination checked extent by
+extent after the last extent (_end_check), what differs sent again. ``storage``
+hashes every extent from the destination's storage there (HASH RANGE, or the extent
+read back), its one check of each extent: checking each extent's storage as it is
+written as well read it back twice. ``receipt`` checks each extent as it is written,
+by the destination's receipts of what its writes received (storage where it keeps
+none), so a difference is sent again at once, and at the end by those receipts
+again where no change over the extent has dropped them: nothing is read back."""
 
 
 @dataclass
@@ -126,8 +128,8 @@ class CopyOptions:
 
     @property
     def by_receipts(self) -> bool:
-        """Whether each extent is checked as it is written, by the destination's
-        receipts (``receipt`` verification); storage is checked once, at the end."""
+        """Whether each extent is checked as it is written and at the end by the
+        destination's receipts (``receipt`` verification), not by its storage."""
         return self.verify and self.verification == "receipt"
 
 
@@ -449,6 +451,7 @@ class Run:
         self.copied = self.resent = self.mismatches = self.reissued = 0
         self.end_mismatches = 0  # extents the check at the end found different
         self.end_checked = False  # the whole range was hashed again at the end
+        self.receipts: dict[int, bytes] = {}  # extent -> what its receipts should say
         self.started = time.monotonic()
         # when the copy was asked for, before its sides were opened and probed
         self.began = self.started if began is None else began
@@ -646,8 +649,8 @@ class Run:
         settings = Settings(
             self.options.piece_size,
             self.options.depth,
-            # each extent checked as it is written by its receipts only: its storage
-            # is hashed once, by the check at the end (_verify_end)
+            # each extent checked as it is written by its receipts only (storage mode
+            # hashes its storage once, by the check at the end: _verify_end)
             self.options.by_receipts,
             self.options.verify_retries,
             receipts=self.options.by_receipts,
@@ -670,8 +673,12 @@ class Run:
     def _dst_remote(self) -> bool:
         return self.dst.remote
 
-    def _on_done(self, worker: StreamWorker, extent: Extent, digest: bytes) -> None:
+    def _on_done(
+        self, worker: StreamWorker, extent: Extent, digest: bytes, receipt: bytes | None
+    ) -> None:
         self.dispatcher.done(worker.stats.index, extent)
+        if receipt is not None:
+            self.receipts[extent.id] = receipt
         self.copied += extent.length
         if extent.id in self.previously_in_flight:
             self.resent += extent.length
@@ -837,7 +844,8 @@ class Run:
         wanted = self.checkpoint.done
         hashing = self._verified_by() == "destination"  # every destination hashes
         at_once = self.options.depth if hashing else end_check.READ_BACK_AT_ONCE
-        bad = await end_check.mismatched(workers, self.plan.extents, wanted, at_once)
+        receipts = self.receipts  # extents this run wrote in receipt mode
+        bad = await end_check.mismatched(workers, self.plan.extents, wanted, receipts, at_once)
         if bad:
             self.end_mismatches = len(bad)
             log.warning(
@@ -847,7 +855,7 @@ class Run:
                 end_check.ranges(bad),
             )
             await end_check.resend(workers, bad)
-            still = await end_check.mismatched(workers, bad, wanted, at_once)
+            still = await end_check.mismatched(workers, bad, wanted, receipts, at_once)
             if still:
                 raise CopyError(
                     f"the destination still differs from the source after sending "
@@ -920,6 +928,7 @@ class Run:
             sessions_opened=sum(s.opened for s in self._remote_sides()),
             sessions_reused=sum(s.reused for s in self._remote_sides()),
             first_write=self._first_write(),
+            extents=len(self.plan.extents),
         )
 
     def _hold_kind(self) -> str:

@@ -106,6 +106,7 @@ class StreamStats:
     reopened: int = 0  # times reopened after its path recovered
     helped: int = 0  # pieces of other streams' extents it wrote (at the tail of a copy)
     by_receipt: int = 0  # extents verified by the destination's receipts (not storage)
+    end_by_receipt: int = 0  # ... of those it checked again at the end of the copy
 
     @property
     def up(self) -> bool:
@@ -255,7 +256,8 @@ class Dispatcher:
         self._changed.set()
 
 
-Done = Callable[["StreamWorker", Extent, bytes], None]
+# (worker, extent, its digest, what the destination's receipts should say of it)
+Done = Callable[["StreamWorker", Extent, bytes, bytes | None], None]
 
 
 @dataclass
@@ -333,7 +335,7 @@ class StreamWorker:
                 self.stats.bytes += extent.length
                 if not self.settings.verify or await self._checked(extent, want, receipt):
                     self.stats.extents += 1
-                    self.on_done(self, extent, want)
+                    self.on_done(self, extent, want, receipt)
                     self._give_back(data)  # every command on it has completed
                     return
                 if attempt < self.settings.retries:
@@ -352,10 +354,17 @@ class StreamWorker:
         if self._busy == 0:
             self.stats.seconds += asyncio.get_running_loop().time() - self._busy_since
 
-    async def verify(self, extent: Extent, want: bytes) -> bool:
-        """Whether the destination holds ``want`` (an extent's digest) for it now."""
+    async def verify(self, extent: Extent, want: bytes, receipt: bytes | None = None) -> bool:
+        """Whether the destination holds ``want`` (an extent's digest) for it now: by
+        its receipts where ``receipt`` is given and they still cover the extent (no
+        change over it since the writes they record), else from its storage."""
         if self._window is None:
             self._window = self._new_window()
+        if receipt is not None:
+            same = await self._receipt_says(extent, receipt)
+            if same is not None:
+                self.stats.end_by_receipt += same
+                return same
         return await self._verified(extent, want)
 
     async def resend(self, extent: Extent) -> None:
@@ -368,11 +377,17 @@ class StreamWorker:
         """Whether the destination received the extent as sent (``receipt`` mode, where
         its receipts cover the extent) or holds it (storage)."""
         if receipt is not None:
-            theirs = await self.dest.receipt(extent.dest_offset, extent.length)
-            if theirs is not None:
-                self.stats.by_receipt += theirs == receipt
-                return theirs == receipt
+            same = await self._receipt_says(extent, receipt)
+            if same is not None:
+                self.stats.by_receipt += same
+                return same
         return await self._verified(extent, want)
+
+    async def _receipt_says(self, extent: Extent, receipt: bytes) -> bool | None:
+        """Whether the destination's receipts of the extent are ``receipt``; None when
+        they do not cover it (a change over it since, or a target without them)."""
+        theirs = await self.dest.receipt(extent.dest_offset, extent.length)
+        return None if theirs is None else theirs == receipt
 
     async def _verified(self, extent: Extent, want: bytes) -> bool:
         """The destination's digest of the extent (read back where it cannot hash)."""

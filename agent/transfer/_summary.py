@@ -57,6 +57,7 @@ class CopySummary:
     sessions_opened: int = 0  # iSCSI sessions its streams and probe logged in
     sessions_reused: int = 0  # warm sessions taken from the agent's pool instead
     first_write: float | None = None  # s from the copy being asked for to its first write
+    extents: int = 0  # in the copy's range, those done by an earlier run included
 
     @property
     def verification(self) -> str:
@@ -70,14 +71,16 @@ class CopySummary:
                 "hashed by the destinations that can, read back and hashed elsewhere"
             ),
         }.get(self.verified_by, "checked")
-        whole = f"whole destination range {how} after the last extent: equal to the source"
-        if self.mode != "receipt":
-            return whole  # the one check of each extent's storage
+        if self.mode != "receipt":  # the one check of each extent's storage
+            return f"whole destination range {how} after the last extent: equal to the source"
         by_receipt = sum(s.by_receipt for s in self.streams)
+        again = sum(s.end_by_receipt for s in self.streams)
         done = sum(s.extents for s in self.streams)
         return (
             f"{by_receipt} of {done} extents checked by the destination's receipts of what it "
-            f"received as they were written, the others hashed from storage; {whole}"
+            f"received as they were written, the others hashed from storage; after the last "
+            f"extent, {again} of {self.extents} checked again by those receipts (no change "
+            f"over them since) and the rest {how}: equal to the source"
         )
 
     @property

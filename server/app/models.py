@@ -515,9 +515,10 @@ class TransferBase(Strict):
         default="storage",
         description=(
             "how the agents verify the copy (with verify): storage (each extent hashed "
-            "from the destination's storage once, at the end) or receipt (each extent also "
-            "checked as it is written, by the digests of what its writes received where "
-            "the target kept them, from storage where not)"
+            "from the destination's storage once, at the end) or receipt (each extent "
+            "checked as it is written and again at the end by the digests of what its "
+            "writes received, which the target drops at any change over them; from storage "
+            "where it kept none)"
         ),
     )
     congestion: str | None = Field(

@@ -184,8 +184,9 @@ def _verify_options(p: argparse.ArgumentParser) -> None:
         choices=VERIFICATIONS,
         dest="verification",
         help="how a copy is verified: storage (each extent hashed from the destination's storage "
-        "once, at the end; default) or receipt (each extent also checked as it is written, "
-        "by the digests of what its writes received where the target kept them)",
+        "once, at the end; default) or receipt (each extent checked as it is written and again "
+        "at the end by the digests of what its writes received, which the target drops at any "
+        "change over them; from storage where it kept none)",
     )
 
 

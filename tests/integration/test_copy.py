@@ -140,9 +140,11 @@ def test_receipt_mode_verifies_every_extent_by_the_targets_receipts(
     extents = SIZE // EXTENT
     assert summary.verified and summary.mode == "receipt" and summary.end_mismatches == 0
     assert sum(s.by_receipt for s in summary.streams) == extents
+    assert sum(s.end_by_receipt for s in summary.streams) == extents  # nothing read back
     assert f"{extents} of {extents} extents checked by the destination's receipts" in (
         summary.verification
     )
+    assert f"after the last extent, {extents} of {extents} checked again" in summary.verification
     assert sha(lun) == sha(source)
 
 
@@ -152,6 +154,9 @@ def test_receipt_mode_into_tgt_checks_storage(tmp_path: Path, source: Path, tgt:
     summary = asyncio.run(copy(str(source), tgt.url(1), opts))
     assert summary.verified and sum(s.by_receipt for s in summary.streams) == 0
     assert summary.verification.startswith("0 of 16 extents checked by the destination's")
+    assert "after the last extent, 0 of 16 checked again by those receipts" in (
+        summary.verification
+    )
     assert sha(tgt.backing) == sha(source)
 
 

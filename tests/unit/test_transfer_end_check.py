@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from reservoir.agent.initiator import WriteData
 from reservoir.agent.iscsi.pdu import FileSpan
@@ -70,6 +71,36 @@ class Disk:
         return None
 
 
+class ReceiptDisk(Disk):
+    """A destination that keeps receipts as our target does: the digest of what each
+    write received, dropped by any later change over it (``rot`` is such a change)."""
+
+    def __init__(self, size: int, stuck: bool) -> None:
+        super().__init__(size, stuck)
+        self.receipts: dict[int, tuple[int, bytes]] = {}  # offset -> (length, digest)
+
+    def rot(self) -> None:
+        super().rot()
+        for start, (length, _) in list(self.receipts.items()):
+            if start < ROT.stop and ROT.start < start + length:
+                del self.receipts[start]
+
+    async def write(self, offset: int, data: WriteData) -> None:
+        await super().write(offset, data)
+        assert not isinstance(data, FileSpan)
+        self.receipts[offset] = (len(data), xxhash.xxh3_128_digest(data))
+
+    async def receipt(self, offset: int, length: int) -> bytes | None:
+        digests, at = [], offset
+        while at < offset + length:
+            if at not in self.receipts:
+                return None
+            step, digest = self.receipts[at]
+            digests.append(digest)
+            at += step
+        return xxhash.xxh3_128_digest(b"".join(digests)) if at == offset + length else None
+
+
 class Side:
     device: str | None = None
 
@@ -84,8 +115,11 @@ class Side:
         return None
 
 
-def run_copy(tmp_path: Path, stuck: bool, rot: bool = True) -> tuple[Disk, Disk, CopySummary]:
-    source, dest = Disk(SIZE, stuck=False), Disk(SIZE, stuck)
+def run_copy(
+    tmp_path: Path, stuck: bool, rot: bool = True, verification: str = "storage"
+) -> tuple[Disk, Disk, CopySummary]:
+    disk = ReceiptDisk if verification == "receipt" else Disk
+    source, dest = Disk(SIZE, stuck=False), disk(SIZE, stuck)
     source.data[:] = os.urandom(SIZE)
     plan = make_plan(0, SIZE, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2))
 
@@ -98,7 +132,9 @@ def run_copy(tmp_path: Path, stuck: bool, rot: bool = True) -> tuple[Disk, Disk,
         Side(source, False),
         Side(dest, True),
         paths=[],
-        options=CopyOptions(streams=2, extent_size=EXTENT, piece_size=16 << 10),
+        options=CopyOptions(
+            streams=2, extent_size=EXTENT, piece_size=16 << 10, verification=verification
+        ),
         checkpoint=ck.Checkpoint(tmp_path / "ck.json", ck.CopyKey("s", "d", 0, SIZE, EXTENT)),
         progress=progress,
     )
@@ -118,6 +154,30 @@ def test_a_storage_verified_copy_reads_its_destination_back_once(tmp_path: Path)
     _, dest, summary = run_copy(tmp_path, stuck=False, rot=False)
     assert summary.verified and summary.mode == "storage" and summary.end_mismatches == 0
     assert dest.read_back == SIZE
+
+
+def test_a_receipt_verified_copy_checks_the_end_by_receipts_and_reads_nothing_back(
+    tmp_path: Path,
+) -> None:
+    source, dest, summary = run_copy(tmp_path, stuck=False, rot=False, verification="receipt")
+    assert dest.data == source.data and dest.read_back == 0
+    assert summary.verified and summary.mode == "receipt" and summary.end_mismatches == 0
+    extents = SIZE // EXTENT
+    assert sum(s.end_by_receipt for s in summary.streams) == extents
+    assert f"after the last extent, {extents} of {extents} checked again by those receipts" in (
+        summary.verification
+    )
+
+
+def test_a_receipt_verified_copy_finds_a_change_after_its_last_write(tmp_path: Path) -> None:
+    """A change over a written extent drops its receipts: the check at the end hashes
+    that extent's storage, finds it different and sends it again."""
+    source, dest, summary = run_copy(tmp_path, stuck=False, verification="receipt")
+    assert dest.rotten and dest.data == source.data
+    assert summary.verified and summary.end_mismatches == 1
+    assert dest.read_back == EXTENT  # the changed extent only
+    # 15 by receipts at the end, the changed one by storage, then by receipts once resent
+    assert sum(s.end_by_receipt for s in summary.streams) == SIZE // EXTENT
 
 
 def test_a_destination_that_still_differs_fails_the_copy_naming_the_range(

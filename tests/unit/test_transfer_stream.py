@@ -128,7 +128,9 @@ async def run(
     finish = [0.0] * len(delays)
     loop = asyncio.get_running_loop()
 
-    def on_done(worker: StreamWorker, extent: Extent, extent_digest: bytes) -> None:
+    def on_done(
+        worker: StreamWorker, extent: Extent, extent_digest: bytes, _: bytes | None
+    ) -> None:
         assert extent.id not in done
         done[extent.id] = extent_digest
         dispatcher.done(worker.stats.index, extent)
@@ -271,7 +273,7 @@ def test_extents_of_a_lost_stream_stay_in_flight_until_done_elsewhere() -> None:
         )
         dispatcher = Dispatcher(Queues(plan), 2)
 
-        def on_done(worker: StreamWorker, extent: Extent, _: bytes) -> None:
+        def on_done(worker: StreamWorker, extent: Extent, _: bytes, __: bytes | None) -> None:
             dispatcher.done(worker.stats.index, extent)
 
         def worker(index: int, sink: Memory) -> StreamWorker:

@@ -10,7 +10,7 @@ const REFRESH_MS = 1500;
 const SHOWN = 200; // transfers in the list: the newest
 const VERIFICATIONS = [
   ['storage', 'storage: every extent hashed from the destination\u2019s storage at the end'],
-  ['receipt', 'receipt: also each extent as it is written, by the destination\u2019s receipts'],
+  ['receipt', 'receipt: each extent as it is written and at the end, by the destination\u2019s receipts'],
 ];
 const FIELDS = ['source', 'destination', 'streams_per_pair', 'paths', 'pacing.policy', 'pacing.margin', 'equalizer', 'verify', 'verification'];
 
@@ -143,7 +143,7 @@ function transferForm(sets, links, agents, created) {
     field('pacing.margin', 'Pacing margin', h('input', { id: 'f-pacing.margin', name: 'pacing.margin', type: 'number', value: '0.05', step: '0.01' }), 'fraction of the share left unused, 0 to < 1'),
     field('equalizer', 'Equalizer', h('input', { id: 'f-equalizer', name: 'equalizer', type: 'checkbox', checked: true })),
     field('verify', 'Verify', h('input', { id: 'f-verify', name: 'verify', type: 'checkbox', checked: true })),
-    field('verification', 'Verification', h('select', { id: 'f-verification', name: 'verification' }, VERIFICATIONS.map(([v, text]) => h('option', { value: v }, text))), 'the whole destination is hashed from storage at the end either way; receipt also checks each extent as it is written'),
+    field('verification', 'Verification', h('select', { id: 'f-verification', name: 'verification' }, VERIFICATIONS.map(([v, text]) => h('option', { value: v }, text))), 'storage hashes the whole destination from storage at the end; receipt checks each extent by what the destination received, as it is written and again at the end, and reads nothing back'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'start-transfer' }, 'Start transfer'), errors.get('_form'), result),
   );
   // One key per transfer asked for: a second click, or a resend, gets the same transfer back.
