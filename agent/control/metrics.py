@@ -44,7 +44,14 @@ series exist when the target runs inside the agent (``target_config``).
   ``reservoir_storage_requests_total{op}`` (completed),
   ``reservoir_storage_page_cache_reads_total`` (answered at once from the page cache),
   ``reservoir_storage_read_bytes_total``, ``reservoir_storage_written_bytes_total``
-  (data the kernel sends straight from a file, with sendfile, is not counted).
+  (data the kernel sends straight from a file, with sendfile, is not counted),
+  ``reservoir_storage_direct_written_bytes_total`` (of those, written past the page
+  cache with O_DIRECT: a LUN's bulk writes);
+- memory held for data, ``reservoir_buffer_bytes{buffers}``: ``target_arena`` (the
+  target's receive arena, registered with io_uring), ``target_arena_lent`` (its part
+  holding data received and not yet written), ``target_kept`` and ``target_lent``
+  (plain receive buffers kept for reuse, and holding data), ``read_back`` (the
+  buffers of the threads that read storage back to hash it).
 """
 
 from __future__ import annotations
@@ -285,6 +292,11 @@ def _storage_families(engines: dict[str, storage.Engine]) -> list[Metric]:
     )
     read = _counter("reservoir_storage_read_bytes", "bytes read from storage", ["engine"])
     written = _counter("reservoir_storage_written_bytes", "bytes written to storage", ["engine"])
+    direct = _counter(
+        "reservoir_storage_direct_written_bytes",
+        "bytes written to storage past the page cache (O_DIRECT)",
+        ["engine"],
+    )
     for name, engine in engines.items():
         counts = engine.counts
         info.add_metric([name, engine.kind], 1)
@@ -293,7 +305,20 @@ def _storage_families(engines: dict[str, storage.Engine]) -> list[Metric]:
         cached.add_metric([name], counts.cached_reads)
         read.add_metric([name], counts.read_bytes)
         written.add_metric([name], counts.written_bytes)
-    return [info, requests, cached, read, written]
+        direct.add_metric([name], counts.direct_written_bytes)
+    return [info, requests, cached, read, written, direct]
+
+
+def _buffer_families(target: TargetServer | None) -> list[Metric]:
+    held = _gauge("reservoir_buffer_bytes", "memory held for data, by use", ["buffers"])
+    if target is not None:
+        pool = target.buffers
+        held.add_metric(["target_arena"], pool.arena_bytes)
+        held.add_metric(["target_arena_lent"], pool.arena_lent)
+        held.add_metric(["target_kept"], pool.held)
+        held.add_metric(["target_lent"], pool.lent)
+    held.add_metric(["read_back"], storage.read_back_buffer_bytes())
+    return [held]
 
 
 class AgentCollector(Collector):
@@ -350,6 +375,7 @@ class AgentCollector(Collector):
         yield from _nic_families(manager.pacer)
         yield from _target_families(self.agent.target)
         yield from _storage_families(self._engines())
+        yield from _buffer_families(self.agent.target)
 
     def _engines(self) -> dict[str, storage.Engine]:
         """The storage engines the agent uses now, by role."""

@@ -21,6 +21,7 @@ from ._counts import IoCounts
 from ._engine import available_backends, open_engine, opened_default_engine
 from ._errors import StorageError
 from ._identity import volume_identity
+from ._read_back import buffer_bytes as read_back_buffer_bytes
 from ._volume import Volume, open_volume
 
 __all__ = [
@@ -34,5 +35,6 @@ __all__ = [
     "open_engine",
     "open_volume",
     "opened_default_engine",
+    "read_back_buffer_bytes",
     "volume_identity",
 ]

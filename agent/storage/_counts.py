@@ -24,6 +24,7 @@ class IoCounts:
     read_bytes: int = 0
     writes: int = 0
     written_bytes: int = 0
+    direct_written_bytes: int = 0  # of ``written_bytes``: to the O_DIRECT descriptor
     flushes: int = 0
     discards: int = 0
     zeroings: int = 0  # write_zeroes requests (their zeros are not in written_bytes)

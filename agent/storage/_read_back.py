@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import weakref
 from typing import TYPE_CHECKING, Protocol
 
 from reservoir.agent.buffers import aligned_buffer
@@ -40,6 +41,18 @@ class Hasher(Protocol):
 
 
 _local = threading.local()
+_held = [0]  # bytes of the worker threads' buffers alive, for the agent's metrics
+_held_lock = threading.Lock()
+
+
+def buffer_bytes() -> int:
+    """Bytes of read-back buffers the worker threads of this process hold."""
+    return _held[0]
+
+
+def _count(size: int) -> None:
+    with _held_lock:
+        _held[0] += size
 
 
 def _chunk_buffer() -> memoryview:
@@ -47,6 +60,8 @@ def _chunk_buffer() -> memoryview:
     buf: memoryview | None = getattr(_local, "buf", None)
     if buf is None:
         buf = _local.buf = aligned_buffer(max(CHUNK, DIRECT_CHUNK))
+        _count(len(buf))
+        weakref.finalize(buf.obj, _count, -len(buf))  # gone with its thread
     return buf
 
 

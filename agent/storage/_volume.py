@@ -301,7 +301,9 @@ class Volume:
             raise self._error("write", exc) from exc
         self._counts.writes += 1
         self._counts.written_bytes += len(view)
-        if self.writeback and not self._h.direct_write(offset, len(view)):
+        if self._h.direct_write(offset, len(view)):
+            self._counts.direct_written_bytes += len(view)
+        elif self.writeback:
             self._wrote(offset, len(view))
 
     def _wrote(self, offset: int, length: int) -> None:

@@ -19,6 +19,8 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from reservoir.agent.storage import _read_back
+
 from .agents import API_TOKEN, RunningAgent, real_agent
 
 pytestmark = pytest.mark.integration
@@ -66,6 +68,8 @@ FAMILIES: dict[str, tuple[str, set[str]]] = {
     "reservoir_storage_page_cache_reads": ("counter", {"engine"}),
     "reservoir_storage_read_bytes": ("counter", {"engine"}),
     "reservoir_storage_written_bytes": ("counter", {"engine"}),
+    "reservoir_storage_direct_written_bytes": ("counter", {"engine"}),
+    "reservoir_buffer_bytes": ("gauge", {"buffers"}),
 }
 
 
@@ -200,6 +204,15 @@ def test_a_completed_copy_counts_its_size_in_every_byte_counter(
     # not hold the copy's reservation checks that it may write (the copy's hold)
     stored = value(got, "reservoir_storage_written_bytes_total", engine="target")
     assert SIZE <= stored <= SIZE + (STREAMS - 1) * 512
+    # the copy's 1 MiB writes went past the page cache (the LUN's bulk writes), the
+    # COMPARE AND WRITEs of one block through it
+    assert value(got, "reservoir_storage_direct_written_bytes_total", engine="target") == SIZE
+    assert value(got, "reservoir_buffer_bytes", buffers="target_arena_lent") == 0
+    assert value(got, "reservoir_buffer_bytes", buffers="target_lent") == 0
+    # the end check read the LUN back in read-back threads, each holding one buffer: at
+    # most a pool of them for the target's engine and one for the copies' (the source)
+    read_back = value(got, "reservoir_buffer_bytes", buffers="read_back")
+    assert 0 < read_back <= 2 * _read_back.WORKERS * _read_back.DIRECT_CHUNK
     stream_sent = {
         s.labels["stream"]: s.value
         for s in got["reservoir_copy_stream_sent_bytes"].samples

@@ -80,6 +80,7 @@ def test_public_api() -> None:
         "available_backends",
         "open_engine",
         "opened_default_engine",
+        "read_back_buffer_bytes",
         "open_volume",
         "volume_identity",
     }
