@@ -23,19 +23,16 @@ from reservoir.common.sizes import rate_arg, size_arg
 from reservoir.server.clients.transfer_cli import (
     DASH,
     UsageError,
+    answer,
     common_options,
-    dump,
     find,
     format_table,
     human_bytes,
     human_time,
     run_action,
-    write_lines,
 )
 
 if TYPE_CHECKING:  # imported on use: other commands must not pay for httpx
-    from pydantic import BaseModel
-
     from reservoir.server.app.models import AgentPublic, LinkPublic, VolumeSetPublic
     from reservoir.server.clients.client import CoordinatorClient
 
@@ -50,15 +47,6 @@ def _pair(text: str, sep: str, what: str) -> tuple[str, str]:
     if not found or not left or not right:
         raise UsageError(f"{text!r} is not {what}")
     return left, right
-
-
-def _answer(args: argparse.Namespace, out: TextIO, item: BaseModel, lines: list[str]) -> int:
-    """``item`` as JSON with ``--json``, else ``lines``; exit status 0."""
-    if args.json:
-        dump(out, item.model_dump(mode="json"))
-    else:
-        write_lines(out, lines)
-    return 0
 
 
 def _runner(prog: str, actions: dict[str, Action]) -> Callable[[argparse.Namespace], int]:
@@ -98,27 +86,27 @@ def _agent_register(client: CoordinatorClient, args: argparse.Namespace, out: Te
     if args.nic_speed is not None:
         body["nic_speed_bps"] = args.nic_speed
     agent = client.register_agent(body)
-    return _answer(args, out, agent, format_agent(agent))
+    return answer(out, args.json, agent, lambda: format_agent(agent))
 
 
 def _agent_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     agents = client.agents(label=args.labels) if args.labels else client.agents()
-    if args.json:
-        dump(out, [a.model_dump(mode="json") for a in agents])
-        return 0
+    return answer(out, args.json, agents, lambda: _agent_table(agents))
+
+
+def _agent_table(agents: list[AgentPublic]) -> list[str]:
     rows = [
         [a.name, a.id, a.status, str(len(a.nics)), str(len(a.volumes)),
          human_time(a.last_heartbeat_at) if a.last_heartbeat_at else DASH]
         for a in agents
     ]  # fmt: skip
     headers = ["NAME", "ID", "STATUS", "NICS", "VOLUMES", "LAST HEARTBEAT"]
-    write_lines(out, format_table(headers, rows) if rows else ["no agents"])
-    return 0
+    return format_table(headers, rows) if rows else ["no agents"]
 
 
 def _agent_show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     agent = find(client.agents(), args.agent, "agent")
-    return _answer(args, out, agent, format_agent(agent))
+    return answer(out, args.json, agent, lambda: format_agent(agent))
 
 
 def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -144,7 +132,7 @@ def _agent_update(client: CoordinatorClient, args: argparse.Namespace, out: Text
     if not body:
         raise UsageError("nothing to change: give --url, --nic, --label or --rotate-tokens")
     updated = client.update_agent(agent.id, body)
-    return _answer(args, out, updated, format_agent(updated))
+    return answer(out, args.json, updated, lambda: format_agent(updated))
 
 
 def _agent_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -230,27 +218,25 @@ def _set_create(client: CoordinatorClient, args: argparse.Namespace, out: TextIO
     if args.stripe_unit is not None:
         body["stripe_unit"] = args.stripe_unit
     made = client.create_volume_set(body)
-    return _answer(args, out, made, format_set(made))
+    return answer(out, args.json, made, lambda: format_set(made))
 
 
 def _set_list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     sets = client.volume_sets()
-    if args.json:
-        dump(out, [s.model_dump(mode="json") for s in sets])
-        return 0
+    return answer(out, args.json, sets, lambda: _set_table(sets))
+
+
+def _set_table(sets: list[VolumeSetPublic]) -> list[str]:
     rows = [
         [s.name, s.id, str(len(s.members)), human_bytes(sum(m.size_bytes for m in s.members))]
         for s in sets
     ]
-    write_lines(out, format_table(["NAME", "ID", "MEMBERS", "SIZE"], rows) if rows else [
-        "no volume sets"
-    ])  # fmt: skip
-    return 0
+    return format_table(["NAME", "ID", "MEMBERS", "SIZE"], rows) if rows else ["no volume sets"]
 
 
 def _set_show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     found = find(client.volume_sets(), args.set, "volume set")
-    return _answer(args, out, found, format_set(found))
+    return answer(out, args.json, found, lambda: format_set(found))
 
 
 def _set_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -311,7 +297,7 @@ def _link_create(client: CoordinatorClient, args: argparse.Namespace, out: TextI
         "rtt_ms": args.rtt,
     }
     link: LinkPublic = client.create_link(body)
-    return _answer(args, out, link, [f"link {link.name} ({link.id}) created"])
+    return answer(out, args.json, link, lambda: [f"link {link.name} ({link.id}) created"])
 
 
 def _link_remove(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:

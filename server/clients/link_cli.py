@@ -22,12 +22,11 @@ from reservoir.server.clients.transfer_cli import (
     ENV_SERVER,
     ENV_TOKEN,
     UsageError,
-    dump,
+    answer,
     format_table,
     human_time,
     resolve,
     run_action,
-    write_lines,
 )
 
 if TYPE_CHECKING:  # imported on use: other ``reservoir`` commands must not pay for httpx
@@ -169,25 +168,14 @@ def format_link(link: LinkPublic) -> list[str]:
 # ---------------------------------------------------------------- actions
 
 
-def _show_one(link: LinkPublic, args: argparse.Namespace, out: TextIO) -> None:
-    if args.json:
-        dump(out, link.model_dump(mode="json"))
-    else:
-        write_lines(out, format_link(link))
-
-
 def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     links = client.links()
-    if args.json:
-        dump(out, [link.model_dump(mode="json") for link in links])
-    else:
-        write_lines(out, format_list(links))
-    return 0
+    return answer(out, args.json, links, lambda: format_list(links))
 
 
 def _show(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    _show_one(client.link(resolve(client.links(), args.id, "link")), args, out)
-    return 0
+    link = client.link(resolve(client.links(), args.id, "link"))
+    return answer(out, args.json, link, lambda: format_link(link))
 
 
 def _probe_body(args: argparse.Namespace) -> ProbeCreate:
@@ -219,17 +207,12 @@ def _probe(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
     link_id = resolve(client.links(), args.id, "link")
     link = client.probe_link(link_id, body)
     if not args.wait:
-        if args.json:
-            dump(out, link.model_dump(mode="json"))
-        else:
-            out.write(
-                f"link {link.name}: probe running; `{PROG} show {link.name}` for its result\n"
-            )
-        return 0
+        running = f"link {link.name}: probe running; `{PROG} show {link.name}` for its result"
+        return answer(out, args.json, link, lambda: [running])
     while link.probe is not None and link.probe.state == "running":
         time.sleep(WAIT_INTERVAL)
         link = client.link(link_id)
-    _show_one(link, args, out)
+    answer(out, args.json, link, lambda: format_link(link))
     return 0 if link.probe is not None and link.probe.state == "completed" else 1
 
 

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 from reservoir.server.clients.errors import ClientError
 
 if TYPE_CHECKING:  # imported on use: other ``reservoir`` commands must not pay for httpx
+    from pydantic import BaseModel
+
     from reservoir.server.app.models import (
         LegPublic,
         TransferCreate,
@@ -529,6 +531,23 @@ def write_lines(out: TextIO, lines: Iterable[str]) -> None:
         out.write(line + "\n")
 
 
+def answer(
+    out: TextIO,
+    as_json: bool,
+    data: BaseModel | Sequence[BaseModel],
+    lines: Callable[[], Iterable[str]],
+) -> int:
+    """What an action prints: ``data`` (an item, or a list of them) as JSON with
+    ``--json``, else the ``lines`` (made only then); its exit status, 0."""
+    if not as_json:
+        write_lines(out, lines())
+    elif isinstance(data, Sequence):
+        dump(out, [item.model_dump(mode="json") for item in data])
+    else:
+        dump(out, data.model_dump(mode="json"))
+    return 0
+
+
 def _names(client: CoordinatorClient) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """Volume set, agent and link names by id, to show names rather than ids."""
     sets = client.volume_sets()
@@ -580,19 +599,16 @@ def _start(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
     links = client.links() if args.paths else []
     paths = [resolve(links, ref, "link") for ref in args.paths]
     t = client.create_transfer(_transfer_body(args, source, dest, paths), args.idempotency_key)
-    if args.json:
-        dump(out, t.model_dump(mode="json"))
-    else:
+
+    def started() -> list[str]:
         agents = {m.agent_id: m.agent_name for s in sets for m in s.members}
         link_names = {link.id: link.name for link in links}
-        write_lines(
-            out,
-            [
-                f"transfer {t.id} {t.state.value}: {len(t.legs)} legs, "
-                f"{human_bytes(t.total_bytes)}",
-                *format_legs(t, agents, link_names),
-            ],
-        )
+        return [
+            f"transfer {t.id} {t.state.value}: {len(t.legs)} legs, {human_bytes(t.total_bytes)}",
+            *format_legs(t, agents, link_names),
+        ]
+
+    answer(out, args.json, t, started)
     out.flush()
     if args.watch:
         return watch(client, t.id, out, interval=args.interval, as_json=args.json)
@@ -604,11 +620,7 @@ def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> i
     if args.agent:
         filters["agent"] = [args.agent]
     transfers = client.transfers(**{k: v for k, v in filters.items() if v})
-    if args.json:
-        dump(out, [t.model_dump(mode="json") for t in transfers])
-    else:
-        write_lines(out, format_list(transfers))
-    return 0
+    return answer(out, args.json, transfers, lambda: format_list(transfers))
 
 
 def _status(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -633,11 +645,7 @@ def _watch(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> 
 
 def _act(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
     t = client.act(args.id, args.action)
-    if args.json:
-        dump(out, t.model_dump(mode="json"))
-    else:
-        out.write(f"transfer {t.id}: {t.state.value}\n")
-    return 0
+    return answer(out, args.json, t, lambda: [f"transfer {t.id}: {t.state.value}"])
 
 
 ACTIONS: dict[str, Callable[[CoordinatorClient, argparse.Namespace, TextIO], int]] = {
