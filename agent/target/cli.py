@@ -47,6 +47,19 @@ def register(sub: Sub) -> None:
     lio_cli.register(tsub)
 
 
+def _add_cache_arguments(p: argparse.ArgumentParser) -> None:
+    """Where a LUN's I/O goes: the page cache, or storage with O_DIRECT."""
+    p.add_argument(
+        "--direct", action="store_true", help="O_DIRECT for every aligned request (no page cache)"
+    )
+    p.add_argument(
+        "--cached-bulk-writes",
+        action="store_true",
+        help="write everything through the page cache (default: aligned writes of 256 KiB "
+        "and more, such as a copy's data, go straight to storage with O_DIRECT)",
+    )
+
+
 def _add_chap_arguments(p: argparse.ArgumentParser, *aliases: str) -> None:
     """--chap and --mutual-chap with their secret sources (``aliases``: older names)."""
     for option, alias, what in (
@@ -102,15 +115,7 @@ def _register_serve(tsub: Sub) -> None:
         help="admit every initiator, without ACL or CHAP (logged as a warning)",
     )
     p.add_argument("--read-only", action="store_true", help="export the LUNs read-only")
-    p.add_argument(
-        "--direct", action="store_true", help="O_DIRECT for every aligned request (no page cache)"
-    )
-    p.add_argument(
-        "--cached-bulk-writes",
-        action="store_true",
-        help="write everything through the page cache (default: aligned writes of 256 KiB "
-        "and more, such as a copy's data, go straight to storage with O_DIRECT)",
-    )
+    _add_cache_arguments(p)
     p.add_argument("--nop-interval", type=float, default=30.0, help="NOP-In ping interval, s")
     p.add_argument(
         "--mptcp",
@@ -271,15 +276,7 @@ def _register_edit(tsub: Sub) -> None:
     p.add_argument("path_or_id", help="backing path (add) or LUN id (remove)")
     p.add_argument("--id", type=int, help="LUN id (add; default: next free)")
     p.add_argument("--read-only", action="store_true")
-    p.add_argument(
-        "--direct", action="store_true", help="O_DIRECT for every aligned request (no page cache)"
-    )
-    p.add_argument(
-        "--cached-bulk-writes",
-        action="store_true",
-        help="write everything through the page cache (default: aligned writes of 256 KiB "
-        "and more, such as a copy's data, go straight to storage with O_DIRECT)",
-    )
+    _add_cache_arguments(p)
     p = cmd("acl", "allow or disallow an initiator", _acl)
     p.add_argument("op", choices=["add", "remove"])
     p.add_argument("iqn")
