@@ -106,27 +106,23 @@ def test_direct_read_back_reads_larger_chunks_than_buffered_read_back(
     path = tmp_path / "vol.img"
     ref = make_file(path, 8 * MiB)
     fds = _reads_by_fd(monkeypatch, set())
-
-    async def body(vol: Volume) -> tuple[Recorder, int]:
-        got = Recorder()
-        await vol.hash_range(0, 8 * MiB, got)
-        return got, vol._h.dfd
-
-    got, dfd = with_volume(path, engine, body)
+    got, dfd, _ = with_volume(path, engine, lambda vol: _hash_all(vol, 8 * MiB))
     if dfd < 0:
         pytest.skip("no O_DIRECT here (threads engine, or a filesystem that refuses it)")
     assert got.data == ref
     assert fds == [dfd] * (8 * MiB // _read_back.DIRECT_CHUNK)
     fds.clear()
-    got, fd = with_volume(path, engine, lambda vol: _hash_all(vol, 8 * MiB), direct=False)
+    got, _, fd = with_volume(path, engine, lambda vol: _hash_all(vol, 8 * MiB), direct=False)
     assert got.data == ref
     assert fds == [fd] * (8 * MiB // _read_back.CHUNK)
 
 
-async def _hash_all(vol: Volume, length: int) -> tuple[Recorder, int]:
+async def _hash_all(vol: Volume, length: int) -> tuple[Recorder, int, int]:
+    """What hashing the first ``length`` bytes fed the hasher, and the volume's direct
+    and buffered descriptors (read before it closes)."""
     got = Recorder()
     await vol.hash_range(0, length, got)
-    return got, vol._h.fd
+    return got, vol._h.dfd, vol._h.fd
 
 
 def test_a_page_cache_volume_is_read_back_through_the_page_cache(
