@@ -162,8 +162,9 @@ class VolumePublic(VolumeBase):
     )
 
 
-LABEL_KEY = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$"
-LABEL_FILTER = r"^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?(=.{0,255})?$"  # key or key=value
+_LABEL_KEY_TEXT = r"[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?"
+LABEL_KEY = rf"^{_LABEL_KEY_TEXT}$"
+LABEL_FILTER = rf"^{_LABEL_KEY_TEXT}(=.{{0,255}})?$"  # key or key=value
 LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY)]
 LabelValue = Annotated[str, StringConstraints(min_length=0, max_length=255)]
 MAX_LABELS = 32
