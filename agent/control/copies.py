@@ -219,6 +219,8 @@ class CopyManager:
         self.pacer: NicPacer | None = None  # the agent's NIC pacing, if any
         self.pool: SessionPool[Session] | None = None  # the agent's warm sessions, if any
         self._slots = asyncio.Semaphore(max_running)
+        self._changed: dict[str, asyncio.Event] = {}  # copy -> set at its next save
+        self._closing = False  # the agent is stopping: waits answer at once
         for name in ("copies", "checkpoints", "telemetry"):
             (self.state_dir / name).mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -233,6 +235,9 @@ class CopyManager:
     def _save(self, job: CopyJob) -> None:
         job.updated = time.time()
         store.write_json_atomic(self._state_path(job.id), job.dump())
+        changed = self._changed.pop(job.id, None)
+        if changed is not None:
+            changed.set()
 
     def load(self) -> int:
         """Reads the copies a previous agent left; returns how many."""
@@ -256,6 +261,29 @@ class CopyManager:
         if job is None:
             raise UnknownCopyError(copy_id)
         return job
+
+    async def wait(self, copy_id: str, state: CopyState, seconds: float) -> CopyJob:
+        """The copy once it is no longer in ``state``, or after ``seconds``, whichever
+        comes first (a watcher learns that a copy ended without polling for it); at
+        once while the agent is stopping."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while (job := self.get(copy_id)).state == state and not self._closing:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            changed = self._changed.setdefault(copy_id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), left)
+        return job
+
+    def stop_waits(self) -> None:
+        """Answers every :meth:`wait` now, and those that come later at once: the agent
+        is stopping, and its server waits for the requests it is answering."""
+        self._closing = True
+        for changed in self._changed.values():
+            changed.set()
+        self._changed.clear()
 
     def all(self) -> list[CopyJob]:
         return sorted(self.jobs.values(), key=lambda j: (j.created, j.id))

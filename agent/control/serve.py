@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import uvicorn
 
@@ -18,9 +19,23 @@ log = logging.getLogger("reservoir.agent")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
+class AgentServer(uvicorn.Server):
+    """uvicorn, answering the copies' long waits first when it stops: it waits for
+    every request under way before the agent's own shutdown runs."""
+
+    def __init__(self, config: uvicorn.Config, agent: Agent) -> None:
+        super().__init__(config)
+        self.agent = agent
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.agent.manager.stop_waits()
+        await super().shutdown(sockets)
+
+
 def make_server(settings: AgentSettings, agent: Agent | None = None) -> uvicorn.Server:
     """A uvicorn server for the agent; ``run()`` serves until SIGINT/SIGTERM."""
-    app = create_app(agent or Agent(settings))
+    agent = agent or Agent(settings)
+    app = create_app(agent)
     if settings.tls_cert is None and settings.host not in LOOPBACK:
         log.warning(
             "the control API listens on %s without TLS: tokens travel in clear", settings.listen
@@ -37,4 +52,4 @@ def make_server(settings: AgentSettings, agent: Agent | None = None) -> uvicorn.
         ssl_certfile=settings.tls_cert,
         ssl_keyfile=settings.tls_key,
     )
-    return uvicorn.Server(config)
+    return AgentServer(config, agent)

@@ -4,9 +4,10 @@ The site's source volume (``size`` random bytes) goes to the zeroed LUN of the
 destination agent with ``streams`` streams over the campaign's paths (one server pair:
 ``streams_per_pair`` = streams), the scenario's pacing policy (a ``pacing_rate_mbit``
 becomes the plan's margin below the link's capacity), equalizer and verification
-mode. The run lasts from the POST to ``completed``; its figures come from the
-coordinator's per-stream telemetry and events, the per-link wire counters, the
-agents' CPU time and a hash of the LUN against the source.
+mode. The run lasts from the POST to ``completed``, by the coordinator's clock (when
+it stored the transfer, when it saw the copies end), not when a poll here saw it; its
+figures come from the coordinator's per-stream telemetry and events, the per-link
+wire counters, the agents' CPU time and a hash of the LUN against the source.
 """
 
 from __future__ import annotations
@@ -99,6 +100,21 @@ def _await(site: Site, tid: str, timeline: Timeline, tick: Progress) -> Json:
         time.sleep(0.25)
 
 
+def _seconds(transfer: Json, observed: float) -> float:
+    """From the request to the verified end: the transfer's ``completed_at`` less its
+    ``created_at``, both the coordinator's; ``observed`` (from before the POST to the
+    poll that saw it completed, up to a poll interval late) where those are missing."""
+    created, completed = transfer.get("created_at"), transfer.get("completed_at")
+    if not created or not completed:
+        return observed
+    spent = (_when(str(completed)) - _when(str(created))).total_seconds()
+    return spent if 0 < spent <= observed else observed
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
 def _samples(site: Site, tid: str) -> list[Json]:
     """Every per-stream sample of the transfer: the API gives the newest ``limit``, so
     page back with ``until`` = the oldest time seen (its samples come again)."""
@@ -123,7 +139,7 @@ def _cap_events(site: Site, tid: str, started: float) -> list[Event]:
     for e in found:
         if e["kind"] != "equalizer":
             continue
-        at = datetime.fromisoformat(e["at"].replace("Z", "+00:00")).timestamp()
+        at = _when(e["at"]).timestamp()
         out.append(Event(max(0.0, at - started), "cap", e["detail"]))
     return out
 
@@ -165,7 +181,7 @@ def run_reservoir(
         started = timeline.start()
         tid = site.call("POST", "/transfers", json=body)["id"]
         done = _await(site, tid, timeline, tick)
-        seconds = time.time() - started
+        seconds = _seconds(done, time.time() - started)
         cpu = site.cpu_seconds() - cpu0
     mss = site.paths[0].mss if site.paths else LOOPBACK_MSS
     streams = stream_records(_samples(site, tid), started, path_namer(site), mss)

@@ -118,6 +118,10 @@ class AgentClient(Protocol):
 
     async def copy_action(self, agent: AgentRef, copy_id: str, action: str) -> Json: ...
 
+    async def wait_copy(
+        self, agent: AgentRef, copy_id: str, state: str, seconds: float
+    ) -> Json | None: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -217,6 +221,27 @@ class HttpAgentClient:
 
     async def get_copy(self, agent: AgentRef, copy_id: str) -> Json | None:
         return await self._call(agent, "GET", f"/copies/{copy_id}")
+
+    async def wait_copy(
+        self, agent: AgentRef, copy_id: str, state: str, seconds: float
+    ) -> Json | None:
+        """The copy once it has left ``state``, or after ``seconds`` as it is then
+        (``GET /copies/{id}?while_state=&wait=``, answered by the agent as soon as the
+        copy's state changes); ``None``: the agent does not know the copy."""
+        url = f"{agent.control_url.rstrip('/')}/api/v1/copies/{copy_id}"
+        params: dict[str, str | float] = {"while_state": state, "wait": seconds}
+        with _mapped(agent):
+            response = await self._http.get(
+                url, params=params, headers=self._auth(agent), timeout=seconds + TIMEOUT
+            )
+            if response.status_code == 404:
+                return None
+            if response.status_code >= 400:
+                raise _refused(response)
+            data = response.json()
+        if not isinstance(data, dict):
+            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
+        return data
 
     async def get_telemetry(self, agent: AgentRef, copy_id: str, limit: int) -> list[Json] | None:
         """The copy's last ``limit`` telemetry records (``None``: the agent does not

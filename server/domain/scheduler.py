@@ -7,10 +7,14 @@ refuses it), then ``created``/``paused``/``resumed``/``cancelled``.
 
 :class:`AgentScheduler` is a reconciler. The database holds what should be (the
 transfer's state, set by users and by the scheduler through ``states.py``); the
-agents hold what is (their copies). Every second (and at once after a user action)
-one pass, :meth:`AgentScheduler.tick`, compares the two for each transfer that needs
-it and acts through the agents' control API (``agent_client.py``), one agent copy
-per source member (``leg_copies.py``):
+agents hold what is (their copies). Every second (at once after a user action, and
+as soon as an agent says one of its copies changed state) one pass,
+:meth:`AgentScheduler.tick`, compares the two for each transfer that needs it and
+acts through the agents' control API (``agent_client.py``), one agent copy per
+source member (``leg_copies.py``). For each copy under way the scheduler keeps one
+request waiting on its agent (``GET /copies/{id}?while_state=&wait=``), which the
+agent answers when the copy's state changes: a copy's end reaches its transfer, its
+webhooks and the dashboard within a round trip, not at the next poll.
 
 ==========  =====================================================================
 transfer    what a pass does for each copy not completed
@@ -68,6 +72,7 @@ __all__ = ["POLL_INTERVAL", "AgentScheduler", "NoopScheduler", "Scheduler"]
 log = logging.getLogger("reservoir.server")
 
 POLL_INTERVAL = 1.0  # seconds between passes
+WATCH_S = 30.0  # how long one watch of a copy waits on its agent for a change
 S = TransferState
 Json = dict[str, Any]
 COPY_ACTIVE = frozenset({"queued", "running"})
@@ -200,6 +205,7 @@ class AgentScheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._watches: dict[tuple[str, str], asyncio.Task[None]] = {}  # (agent, copy)
 
     # ------------------------------------------------------------ the hooks
 
@@ -264,8 +270,11 @@ class AgentScheduler:
         """Stops the loop; the agents' copies keep running (a restart picks them up)."""
         task, self._task = self._task, None
         self._loop = None
+        watches, self._watches = list(self._watches.values()), {}
+        for running in [*watches, *([task] if task is not None else [])]:
+            running.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
         if task is not None:
-            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.client.aclose()
@@ -300,6 +309,7 @@ class AgentScheduler:
             out.copy = await self.client.get_copy(plan.agent, plan.copy_id)
             if state in (S.QUEUED.value, S.RUNNING.value):
                 await self._drive(state, out)
+                self._watch(plan, out.copy)
             else:
                 await self._stop(state, out)
         except AgentUnreachableError as exc:
@@ -311,6 +321,26 @@ class AgentScheduler:
         except AgentError as exc:  # defensive: the tree has no other leaves
             out.waiting = str(exc)
         return out
+
+    def _watch(self, plan: CopyPlan, copy: Json | None) -> None:
+        """Waits on the agent for the copy to leave its state (one request at a time,
+        WATCH_S long), and runs a pass as soon as it does: a copy's end reaches the
+        transfer then, not at the next poll."""
+        key = (plan.agent.id, plan.copy_id)
+        if copy is None or copy["state"] not in COPY_ACTIVE or key in self._watches:
+            return
+        watch = asyncio.create_task(self._watched(plan, copy["state"]), name="copy-watch")
+        self._watches[key] = watch
+        watch.add_done_callback(lambda _: self._watches.pop(key, None))
+
+    async def _watched(self, plan: CopyPlan, state: str) -> None:
+        try:
+            copy = await self.client.wait_copy(plan.agent, plan.copy_id, state, WATCH_S)
+        except AgentError as exc:  # the passes go on polling it
+            log.debug("watching copy %s on %s: %s", plan.copy_id, plan.agent.name, exc)
+            return
+        if copy is None or copy["state"] != state:
+            self.wake()
 
     async def _drive(self, state: str, out: Outcome) -> None:
         plan, copy = out.plan, out.copy

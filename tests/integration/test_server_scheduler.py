@@ -10,8 +10,10 @@ a few seconds: long enough to act on it mid-transfer.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +33,7 @@ from reservoir.server import ServerSettings
 from reservoir.server import make_server as make_coordinator
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 
-from .servers import running
+from .servers import running, start, stop
 
 pytestmark = pytest.mark.integration
 
@@ -81,14 +83,14 @@ def agent(settings: AgentSettings) -> Iterator[str]:
 
 
 @contextmanager
-def coordinator(site: Site) -> Iterator[httpx.Client]:
+def coordinator(site: Site, interval: float = 0.2) -> Iterator[httpx.Client]:
     port = site.port
     settings = ServerSettings(
         database_url=site.database_url,
         secret_key_file=site.key,
         listen=f"127.0.0.1:{port}",
         user_tokens=[USER],  # type: ignore[list-item]
-        scheduler_interval=0.2,
+        scheduler_interval=interval,
     )
     with running(make_coordinator(settings), "coordinator"):
         headers = {"Authorization": f"Bearer {USER}"}
@@ -256,6 +258,63 @@ def test_a_transfer_of_two_legs_copies_every_member_byte_for_byte(site: Site) ->
                            summary["verification"])  # fmt: skip
         assert checked is not None, summary["verification"]
         assert checked[1] == checked[2] != "0", summary["verification"]
+
+
+def test_the_end_of_the_copies_reaches_the_transfer_without_a_poll(site: Site) -> None:
+    """The scheduler's passes are a minute apart: the transfer starts on the pass its
+    creation wakes, and it completes because the coordinator waits on each agent for
+    its copy to change state (and its telemetry collector sees the end too)."""
+    with agent(site.a), agent(site.b), coordinator(site, interval=60) as c:
+        t = site.register(c)
+        done = wait(c, t["id"], completed, timeout=30)
+    assert all(leg["summary"]["verified"] for leg in done["legs"])
+    site.assert_copied()
+
+
+async def endless_copy(
+    source: str,
+    dest: str | Sequence[str],
+    options: CopyOptions,
+    *,
+    progress: Callable[[Progress], None] | None = None,
+) -> CopySummary:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+def test_an_agent_stops_at_once_while_a_coordinator_waits_on_its_copy(site: Site) -> None:
+    """A coordinator's wait on a running copy is answered when the agent stops: its
+    server waits for every request it is answering before it stops."""
+    token = "itest-agent-token-0123456789abcdef"
+    settings = agent_settings(site.tmp / "agent-w", free_port(), token, sources=site.sources)
+    server = make_agent_server(settings, Agent(settings, copy_fn=endless_copy))
+    thread = start(server, "agent-w")
+    url = f"http://127.0.0.1:{settings.port}/api/v1/copies"
+    auth = {"Authorization": f"Bearer {token}"}
+    answers: list[httpx.Response] = []
+    try:
+        body = {"source": str(site.sources[0]), "dest": str(site.sources[1])}
+        copy = ok(httpx.post(url, json=body, headers=auth))
+        for _ in range(100):
+            if ok(httpx.get(f"{url}/{copy['id']}", headers=auth))["state"] == "running":
+                break
+            time.sleep(0.05)
+        params: dict[str, str | int] = {"while_state": "running", "wait": 60}
+        waiting = threading.Thread(
+            target=lambda: answers.append(
+                httpx.get(f"{url}/{copy['id']}", params=params, headers=auth, timeout=90)
+            )
+        )
+        waiting.start()
+        time.sleep(0.3)
+        assert waiting.is_alive()  # the copy still runs: no answer yet
+    finally:
+        stopping = time.monotonic()
+        stop(server, thread)
+    waiting.join(timeout=10)
+    assert time.monotonic() - stopping < 10  # not the minute of the wait
+    assert [r.status_code for r in answers] == [200]
+    assert answers[0].json()["state"] == "running"  # as it was when the agent stopped
 
 
 def test_pause_then_resume_mid_transfer_completes_from_the_checkpoints(site: Site) -> None:

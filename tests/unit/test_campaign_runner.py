@@ -19,7 +19,7 @@ from reservoir.campaigns.results import Scenario as ResultScenario
 from reservoir.campaigns.run.iperf3_remote import run_body, streams_of
 from reservoir.campaigns.run.iperf3_run import client_argv, legs
 from reservoir.campaigns.run.progress import Progress
-from reservoir.campaigns.run.reservoir_run import path_namer, transfer_body
+from reservoir.campaigns.run.reservoir_run import _seconds, path_namer, transfer_body
 from reservoir.campaigns.run.runner import plan, topology_record
 from reservoir.campaigns.run.site import PathEnds, Place, Site
 from reservoir.campaigns.run.timeline import nic_rates
@@ -163,6 +163,13 @@ def test_the_transfer_asks_for_the_scenarios_verification_mode() -> None:
     receipt = scenario("reservoir", verify="receipt")
     assert transfer_body(site(place(500e6)), receipt)["verification"] == "receipt"
     assert transfer_body(site(place(500e6)), scenario("reservoir"))["verification"] == "storage"
+
+
+def test_a_reservoir_run_lasts_from_the_transfers_creation_to_its_completion() -> None:
+    done = {"created_at": "2026-11-27T10:00:00.250000", "completed_at": "2026-11-27T10:00:04"}
+    assert _seconds(done, observed=4.6) == 3.75  # the poll saw it 0.85 s later
+    assert _seconds({**done, "completed_at": None}, observed=4.6) == 4.6
+    assert _seconds(done, observed=3.0) == 3.0  # the coordinator's clock disagrees: ours
 
 
 def test_a_pacing_rate_becomes_the_plans_margin_below_the_slowest_link() -> None:

@@ -160,6 +160,30 @@ def test_agent_stop_pauses_a_running_copy(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_a_get_with_wait_answers_when_the_copy_changes_state(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with api(tmp_path, endless_copy) as c:
+            body = {"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+            copy_id = (await c.post("/copies", json=body)).json()["id"]
+            await wait_state(c, copy_id, "running")
+            url = f"/copies/{copy_id}"
+            waiting = asyncio.create_task(c.get(url, params={"while_state": "running", "wait": 30}))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            assert (await c.post(f"{url}/cancel")).status_code == 200
+            answer = await asyncio.wait_for(waiting, 10)
+            assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
+            same = await c.get(url, params={"while_state": "cancelled", "wait": 0.05})
+            assert same.status_code == 200 and same.json()["state"] == "cancelled"
+            for bad in ({"while_state": "runing"}, {"wait": 61}, {"wait": -1}):
+                r = await c.get(url, params={"while_state": "running", "wait": 1, **bad})
+                assert r.status_code == 422, bad
+            gone = await c.get("/copies/nope", params={"while_state": "running", "wait": 1})
+            assert gone.status_code == 404
+
+    asyncio.run(main())
+
+
 def test_wrong_token_is_401_and_health_is_open(tmp_path: Path) -> None:
     async def main() -> None:
         async with api(tmp_path, instant_copy) as c:

@@ -534,3 +534,40 @@ def test_an_id_given_twice_is_the_same_copy_or_refused(tmp_path: Path) -> None:
         await settle(manager, job.id)
 
     run(main())
+
+
+def test_a_wait_answers_when_the_copy_leaves_its_state_and_not_before(tmp_path: Path) -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        manager = CopyManager(tmp_path, copy_fn=engine)
+        job = manager.create(request())
+        await started(manager, job.id)
+        waiting = asyncio.create_task(manager.wait(job.id, CopyState.RUNNING, 30))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # its progress changed nothing: still running
+        engine.release.set()
+        ended = await asyncio.wait_for(waiting, 5)
+        assert ended.state == CopyState.COMPLETED
+        # a wait for a state the copy is not in answers at once; one whose time
+        # passes answers with the copy as it is
+        assert (await manager.wait(job.id, CopyState.RUNNING, 30)).state == CopyState.COMPLETED
+        assert (await manager.wait(job.id, CopyState.COMPLETED, 0.05)) is job
+        with pytest.raises(UnknownCopyError):
+            await manager.wait("nope", CopyState.RUNNING, 1)
+
+    run(main())
+
+
+def test_a_stopping_agent_answers_every_wait_at_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager = CopyManager(tmp_path, copy_fn=FakeEngine())
+        job = manager.create(request())
+        await started(manager, job.id)
+        waiting = asyncio.create_task(manager.wait(job.id, CopyState.RUNNING, 30))
+        await asyncio.sleep(0.05)
+        manager.stop_waits()
+        assert (await asyncio.wait_for(waiting, 5)).state == CopyState.RUNNING
+        assert (await asyncio.wait_for(manager.wait(job.id, CopyState.RUNNING, 30), 5)) is job
+        await manager.close()
+
+    run(main())

@@ -63,6 +63,12 @@ class FakeAgents:
         copy["state"] = {"pause": "paused", "resume": "running", "cancel": "cancelled"}[action]
         return copy
 
+    async def wait_copy(
+        self, agent: AgentRef, copy_id: str, state: str, seconds: float
+    ) -> Json | None:
+        self._reach(agent)  # the copy as it is: a pass polls it again
+        return self.copies.get((agent.name, copy_id))
+
     async def aclose(self) -> None:
         return None
 
@@ -451,6 +457,45 @@ def test_the_scheduler_loop_starts_and_stops_in_the_running_loop(world: World) -
     tid = two_by_two(world)["id"]
     asyncio.run(main())
     assert world.get(tid)["state"] == "running"
+
+
+def test_a_copy_that_ends_is_seen_at_once_through_its_watch(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The passes are a minute apart here: the end of the copies reaches the transfer
+    because the scheduler waits on each agent for its copy to change."""
+    tid = two_by_two(world)["id"]
+    world.tick()  # running: both copies created on agent a
+    watching: list[str] = []
+
+    async def main() -> None:
+        ended = asyncio.Event()
+
+        async def wait_copy(agent: AgentRef, copy_id: str, state: str, seconds: float) -> Json:
+            watching.append(f"{copy_id} while {state} for {seconds:g} s")
+            await ended.wait()
+            return world.agents.copies[agent.name, copy_id]
+
+        monkeypatch.setattr(world.agents, "wait_copy", wait_copy)
+        scheduler = AgentScheduler(world.sessions, world.agents, interval=60)
+        await scheduler.start()
+        for _ in range(500):  # its first pass starts a watch per copy
+            if len(watching) == 2:
+                break
+            await asyncio.sleep(0.01)
+        world.agents.finish("a", f"{tid}-leg0")
+        world.agents.finish("a", f"{tid}-leg1")
+        ended.set()
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            with world.sessions() as session:
+                if session.get(Transfer, tid).state == "completed":  # type: ignore[union-attr]
+                    break
+        await scheduler.stop()
+
+    asyncio.run(main())
+    assert sorted(watching) == [f"{tid}-leg{i} while running for 30 s" for i in (0, 1)]
+    assert world.get(tid)["state"] == "completed"
 
 
 # ---------------------------------------------------------------- the HTTP client

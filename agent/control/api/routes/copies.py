@@ -15,6 +15,7 @@ from reservoir.agent.control.models import (
     CapsPublic,
     CopyCreate,
     CopyPublic,
+    CopyState,
 )
 from reservoir.agent.control.nic_pacing import NicPacer
 from reservoir.agent.telemetry import Record
@@ -98,9 +99,31 @@ async def list_copies(manager: ManagerDep) -> list[CopyPublic]:
     return [copy_public(job, manager.pacer) for job in manager.all()]
 
 
+WAIT_MAX_S = 60.0
+
+
 @router.get("/{copy_id}")
-async def get_copy(copy_id: CopyId, manager: ManagerDep) -> CopyPublic:
-    return copy_public(manager.get(copy_id), manager.pacer)
+async def get_copy(
+    copy_id: CopyId,
+    manager: ManagerDep,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=WAIT_MAX_S,
+            description="with `while_state`: answer once the copy is no longer in that "
+            "state, or after this many seconds, whichever comes first (0: at once)",
+        ),
+    ] = 0.0,
+    while_state: Annotated[
+        CopyState | None, Query(description="the state `wait` waits for the copy to leave")
+    ] = None,
+) -> CopyPublic:
+    """The copy; with ``wait`` and ``while_state``, as soon as its state changes (how
+    a coordinator learns at once that a copy ended, without polling for it)."""
+    if while_state is None or wait == 0:
+        return copy_public(manager.get(copy_id), manager.pacer)
+    return copy_public(await manager.wait(copy_id, while_state, wait), manager.pacer)
 
 
 @router.post("/{copy_id}/pause")
