@@ -25,6 +25,11 @@ from reservoir.agent.transfer._plan import Extent
 from reservoir.agent.transfer._stream import StreamWorker, VerifyError
 
 READ_BACK_AT_ONCE = 2  # extents a stream reads back at a time: two extent buffers
+HASHED_AT_ONCE = 32
+"""Extents a stream asks a hashing destination about at a time: an answer costs the
+destination a read of its storage (its read-back threads bound those) or nothing (by
+receipts), and this one stream no memory, so most copies' end checks ask everything
+in one round trip (32 of the target's 128 commands in flight a session)."""
 
 
 async def mismatched(

@@ -528,9 +528,7 @@ class Run:
                 if self.options.by_receipts
                 else "every extent written"
             )
-            await self._verify_end()
-            await self._flush(list(self.workers.values()))
-            self._phase("flushed")
+            await self._end()
         finally:
             ticker.cancel()
             await finish(self._stop())
@@ -817,33 +815,47 @@ class Run:
                 waited = f"; no path came back within {self.options.outage_wait:g} s"
             raise CopyError(f"every stream failed with {missing} extents left{waited} ({errors})")
 
-    async def _flush(self, workers: list[StreamWorker]) -> None:
-        """SYNCHRONIZE CACHE on every destination at once, through a live stream of its
-        pair; the other streams log out meanwhile (every write of theirs completed, and
-        a flush covers the whole LUN), which saves the copy a round trip at its end."""
-        flushers: dict[int, StreamWorker] = {}
-        for worker in workers:
-            pair = self.plan.pair_of(worker.stats.index)
-            if worker.stats.up and pair not in flushers:
-                flushers[pair] = worker
-        idle = [w for w in workers if w not in flushers.values()]
+    async def _end(self) -> None:
+        """The copy's end, in two round trips where one step after the other took six:
+        the whole destination checked (:meth:`_verify_end`) while every destination
+        flushes its cache (SYNCHRONIZE CACHE through a live stream of its pair; once
+        more after extents were sent again), then the holds released while the other
+        streams and the path monitor's heartbeat sessions close."""
+        pairs = await self._end_workers()
+        flushers = [streams[0] for streams in pairs.values()]
+        flushing = asyncio.ensure_future(self._flush(flushers))
+        try:
+            resent = await self._verify_end(pairs)
+        except BaseException:
+            flushing.cancel()  # moot: the copy stops here
+            await asyncio.gather(flushing, return_exceptions=True)
+            raise
+        await flushing
+        if resent:
+            await self._flush(flushers)
+        self._phase("flushed")
         if self.telemetry is not None:
             await self.telemetry.last_sample()  # while every session is open
+        idle = [w for w in self.workers.values() if w not in flushers]
         await asyncio.gather(
-            *(worker.dest.flush() for worker in flushers.values()),
+            *(_release(w.dest) for w in flushers),
             *(_close_quietly(c) for worker in idle for c in (worker.source, worker.dest)),
+            *([self.monitor.stop()] if self.monitor is not None else []),
         )
-        await asyncio.gather(*(_release(w.dest) for w in flushers.values()))
 
-    async def _verify_end(self) -> None:
-        """Hashes the whole destination and sends what differs once more; a
-        copy whose destination still differs fails, naming the ranges (_end_check)."""
+    @staticmethod
+    async def _flush(flushers: list[StreamWorker]) -> None:
+        await asyncio.gather(*(worker.dest.flush() for worker in flushers))
+
+    async def _verify_end(self, workers: dict[int, list[StreamWorker]]) -> bool:
+        """Hashes the whole destination and sends what differs once more (True: some
+        was); a copy whose destination still differs fails, naming the ranges
+        (_end_check)."""
         if not self.options.verify:
-            return
-        workers = await self._end_workers()
+            return False
         wanted = self.checkpoint.done
         hashing = self._verified_by() == "destination"  # every destination hashes
-        at_once = self.options.depth if hashing else end_check.READ_BACK_AT_ONCE
+        at_once = end_check.HASHED_AT_ONCE if hashing else end_check.READ_BACK_AT_ONCE
         receipts = self.receipts  # extents this run wrote in receipt mode
         bad = await end_check.mismatched(workers, self.plan.extents, wanted, receipts, at_once)
         if bad:
@@ -863,6 +875,7 @@ class Run:
                 )
         self.end_checked = True
         self._phase("whole destination hashed, equal to the source")
+        return bool(bad)
 
     async def _end_workers(self) -> dict[int, list[StreamWorker]]:
         """The live streams of every server pair; a pair left with none gets one."""

@@ -137,11 +137,13 @@ class PathMonitor:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
         self._tasks = []
-        for w in self.watch.values():
-            await self._drop_logins(w)
-            if w.pinger is not None:
-                await _close_quietly(w.pinger)
-                w.pinger = None
+        await asyncio.gather(*(self._close_path(w) for w in self.watch.values()))
+
+    async def _close_path(self, w: _Watch) -> None:
+        await self._drop_logins(w)
+        if w.pinger is not None:
+            pinger, w.pinger = w.pinger, None
+            await _close_quietly(pinger)
 
     # ------------------------------------------------------------ progress
 

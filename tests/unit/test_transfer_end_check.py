@@ -35,12 +35,14 @@ class Disk:
         self.data = bytearray(size)
         self.stuck, self.rotten = stuck, False
         self.read_back = 0  # bytes read from it
+        self.said: list[str] = []  # "read", "write", "flush", "release", in order
 
     def rot(self) -> None:
         self.rotten = True
         self.data[ROT.start : ROT.stop] = bytes(len(ROT))
 
     async def read(self, offset: int, length: int) -> bytes:
+        self.said.append("read")
         await asyncio.sleep(0)
         self.read_back += length
         return bytes(self.data[offset : offset + length])
@@ -49,6 +51,7 @@ class Disk:
         view[:] = await self.read(offset, len(view))
 
     async def write(self, offset: int, data: WriteData) -> None:
+        self.said.append("write")
         await asyncio.sleep(0)
         assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
@@ -62,10 +65,11 @@ class Disk:
         return None
 
     async def flush(self) -> None:
-        return None
+        self.said.append("flush")
+        await asyncio.sleep(0)
 
     async def release(self) -> None:
-        return None
+        self.said.append("release")
 
     async def close(self) -> None:
         return None
@@ -178,6 +182,28 @@ def test_a_receipt_verified_copy_finds_a_change_after_its_last_write(tmp_path: P
     assert dest.read_back == EXTENT  # the changed extent only
     # 15 by receipts at the end, the changed one by storage, then by receipts once resent
     assert sum(s.end_by_receipt for s in summary.streams) == SIZE // EXTENT
+
+
+def test_the_destination_flushes_while_the_end_check_runs_and_releases_after(
+    tmp_path: Path,
+) -> None:
+    """One round trip where the flush waited for the check: it goes out with the check's
+    first questions, and the hold is released once both are done."""
+    _, dest, summary = run_copy(tmp_path, stuck=False, rot=False)
+    end = dest.said[len(dest.said) - dest.said[::-1].index("write") :]  # after the writes
+    assert summary.verified and end.count("flush") == 1
+    assert "read" in end[end.index("flush") :]  # the check still reading
+    assert end[-1] == "release"
+
+
+def test_extents_sent_again_at_the_end_are_flushed_again_before_the_release(
+    tmp_path: Path,
+) -> None:
+    source, dest, summary = run_copy(tmp_path, stuck=False)
+    assert summary.verified and summary.end_mismatches == 1 and dest.data == source.data
+    last_write = len(dest.said) - 1 - dest.said[::-1].index("write")
+    assert dest.said[last_write:].count("flush") == 1
+    assert dest.said[-1] == "release"
 
 
 def test_a_destination_that_still_differs_fails_the_copy_naming_the_range(

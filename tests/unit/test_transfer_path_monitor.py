@@ -5,6 +5,7 @@ are lost (as a SYN into a dead link is)."""
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 from reservoir.agent.paths.health import HealthConfig
 from reservoir.agent.transfer._paths import RETRY, PathMonitor, Pinger
@@ -88,3 +89,45 @@ def test_failed_path_is_found_again_soon_after_its_link_returns() -> None:
     took, net = asyncio.run(main())
     assert took < RETRY + 3 * RTT + 0.15  # not the 1 s heartbeat, nor a hung login's timeout
     assert net.logins >= 5  # one every RETRY while the path was down
+
+
+class LoggingOut(Answering):
+    """A heartbeat session whose logout waits until every path's has begun."""
+
+    closing: ClassVar[set[str]] = set()
+
+    def __init__(self, path: str, paths: int) -> None:
+        self.path, self.paths = path, paths
+
+    async def close(self) -> None:
+        LoggingOut.closing.add(self.path)
+        while len(LoggingOut.closing) < self.paths:
+            await asyncio.sleep(0.01)
+
+
+def test_stopping_logs_every_paths_heartbeat_session_out_at_once() -> None:
+    """A logout is a round trip: the copy's end waits for one, not one per path (each
+    waits here until all have begun, so logging out one after the other would take the
+    2 s a logout is given, each)."""
+
+    LoggingOut.closing.clear()
+
+    async def main() -> float:
+        net = Net()
+        paths = ["a", "b", "c"]
+
+        async def open_path(path: str) -> Pinger:
+            return LoggingOut(path, len(paths))
+
+        monitor = PathMonitor(paths, net, open_path, config=CONFIG, sample=0.05)
+        monitor.start()
+        while any(w.pinger is None for w in monitor.watch.values()):
+            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await monitor.stop()
+        return loop.time() - began
+
+    took = asyncio.run(main())
+    assert LoggingOut.closing == {"a", "b", "c"}
+    assert took < 1.0
