@@ -21,6 +21,8 @@ from reservoir.agent.control.copies import CopyManager
 from reservoir.agent.control.models import CapsBase, CopyCreate, CopyState
 from reservoir.agent.initiator import ScsiError, Session
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
+from reservoir.agent.transfer import _endpoints as endpoints
+from reservoir.agent.transfer import _hold as hold
 from reservoir.agent.transfer._stream import PieceHasher
 from reservoir.lab.peers import ReservoirTarget, reservoir_command
 
@@ -148,6 +150,40 @@ def test_the_destination_is_held_through_a_pause_and_released_when_the_copy_ends
     assert summary.hold == "reservation" and summary.verified and summary.skipped_extents >= 2
     data = lun.read_bytes()
     assert data[512:] == source.read_bytes()[512:] and data[:512] == b"\xee" * 512
+
+
+def test_a_copy_into_our_target_writes_from_every_stream_without_asking_first(
+    tmp_path: Path,
+    source: Path,
+    lun: Path,
+    target: ReservoirTarget,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Our target lets every registrant write under the copy's reservation (as SPC
+    says, unlike LIO): the streams that do not hold it write without the harmless
+    COMPARE AND WRITE that asks other targets whether they may (a round trip); another
+    initiator is still kept out."""
+    asked: list[int] = []
+
+    async def writes_allowed(session: Session, lun: int, block_size: int) -> bool:
+        asked.append(lun)
+        return await allowed(session, lun, block_size)
+
+    allowed = hold.writes_allowed
+    monkeypatch.setattr(endpoints, "writes_allowed", writes_allowed)
+    url = target.url(0)
+
+    async def scenario() -> None:
+        await paused_copy(source, url, options(tmp_path, streams=2, depth=1), extents=2)
+        with pytest.raises(ScsiError) as conflict:
+            await other_host_write(target)
+        assert conflict.value.status == RESERVATION_CONFLICT
+
+    asyncio.run(scenario())
+    summary = asyncio.run(copy(str(source), url, options(tmp_path, resume=True)))
+    assert summary.verified and summary.hold == "reservation" and asked == []
+    assert lun.read_bytes() == source.read_bytes()
+    assert sum(1 for s in summary.streams if s.extents) == 2  # both streams wrote
 
 
 def test_a_second_copy_into_a_held_destination_is_refused(
