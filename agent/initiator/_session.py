@@ -153,6 +153,10 @@ class Session:
         self._nop_task: asyncio.Task[None] | None = None
         self.reinstatements = 0
         self.reissued_bytes = 0  # write data sent again after a reinstatement
+        # a unit attention is known to wait for the next command (its user cleared the
+        # registrations it had: CLEAR tells every other registered session so); that
+        # command costs a round trip more, as it is sent again
+        self.attention_expected = False
 
     # ------------------------------------------------------------ open / close
 
@@ -315,6 +319,7 @@ class Session:
         (a UNIT ATTENTION is retried a few times first), :class:`CommandTimeout`."""
         for _ in range(UNIT_ATTENTION_RETRIES):
             reply = await self._run(lun, cdb, data_out, read_length, timeout)
+            self.attention_expected = False
             if reply.status == STATUS_GOOD:
                 return reply
             error = ScsiError(reply.status, reply.sense)

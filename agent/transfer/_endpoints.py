@@ -245,7 +245,7 @@ class SessionHome(Protocol):
 
     async def retire(self, session: Session, *, reusable: bool = True) -> None: ...
 
-    def hold_cleared(self) -> None: ...
+    def hold_cleared(self, by: Session) -> None: ...
 
 
 class RemoteChannel:
@@ -294,7 +294,7 @@ class RemoteChannel:
         if self.hold is not None:
             await pr_clear(self.session, self.lun, self.hold)
             if self.home is not None:
-                self.home.hold_cleared()
+                self.home.hold_cleared(self.session)
 
     def drop(self) -> None:
         """Breaks the connection at once (a failed path: no logout to wait for)."""
@@ -341,6 +341,7 @@ class RemoteSide:
         self._registered: set[Session] = set()  # under the copy's key, or may be (_hold)
         self._holding: set[Session] = set()  # registered by take_hold
         self._cleared = False  # the copy's CLEAR removed every registration
+        self._clearer: Session | None = None  # the session that sent it
         self._retired: dict[Session, None] = {}  # to give back at close, in order
 
     def _key(self, path: PathSpec | None) -> SessionKey:
@@ -405,9 +406,10 @@ class RemoteSide:
             self._keys.pop(session, None)
             await session.close()
 
-    def hold_cleared(self) -> None:
-        """The copy's CLEAR went through: no session of the LUN is registered any more."""
-        self._cleared = True
+    def hold_cleared(self, by: Session) -> None:
+        """The copy's CLEAR went through (sent by ``by``): no session of the LUN is
+        registered any more, and the others that were have a unit attention."""
+        self._cleared, self._clearer = True, by
 
     def open_early(self, streams: dict[int, PathSpec | None]) -> None:
         """Starts logging in these streams' sessions now; :meth:`channel` takes them."""
@@ -509,9 +511,10 @@ class RemoteSide:
         pending = {task for _, task in self._early.values()}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if not task.cancelled() and task.exception() is None:
-                    return task.result()
+            ready = [t.result() for t in done if not t.cancelled() and t.exception() is None]
+            if ready:  # one without a unit attention waiting where there is one (warm
+                # sessions are all in at once): the probe then takes one round trip
+                return min(ready, key=lambda session: session.attention_expected)
         return None
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
@@ -549,6 +552,10 @@ class RemoteSide:
             with contextlib.suppress(InitiatorError, OSError, TimeoutError):
                 await session.close()
         else:
+            # the CLEAR left a unit attention (RESERVATIONS PREEMPTED) for the sessions
+            # it did not come from: the next copy probes on another (_first_early)
+            cleared = session in self._registered and session is not self._clearer
+            session.attention_expected = cleared
             await self.login.pool.put(key, session)
 
 

@@ -24,6 +24,7 @@ class FakeSession:
         self.logouts = 0
         self.pings = 0
         self.cdbs: list[bytes] = []
+        self.attention_expected = False  # as a Session's: cleared by its next command
         self.recovery: RecoveryPolicy | None = None
         self.transport: FakeTransport | None = FakeTransport()
 
@@ -51,6 +52,7 @@ class FakeSession:
         timeout: float | None = None,
     ) -> ScsiReply:
         self.cdbs.append(bytes(cdb))
+        self.attention_expected = False
         return ScsiReply(0, bytes(read_length), b"")
 
     async def close(self) -> None:

@@ -118,3 +118,34 @@ def test_without_a_pool_a_channel_logs_its_session_out_when_it_closes() -> None:
         assert session.logouts == 1
 
     asyncio.run(main())
+
+
+def test_the_next_copy_probes_on_the_session_its_clear_left_no_unit_attention() -> None:
+    """CLEAR gives every other registered session a unit attention, which costs the
+    next command on it a round trip (it is sent again): the sessions go back to the
+    pool marked, and the next copy probes on the one that sent the CLEAR."""
+
+    async def main() -> None:
+        pool: SessionPool[Session] = SessionPool()
+        clearer, other = FakeSession("clearer"), FakeSession("other")
+        for fake in (other, clearer):  # the last given back is taken first
+            await pool.put(KEY, cast(Session, fake))
+        side = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=True)
+        side.hold = HOLD
+        try:
+            first, second = [await side.channel(i, None) for i in range(2)]
+            assert isinstance(first, RemoteChannel) and first.session is cast(Session, clearer)
+            await first.release()
+            for channel in (first, second):
+                await channel.close()
+            await side.close()
+            assert other.attention_expected and not clearer.attention_expected
+            assert pool.stats().idle == 2
+            after = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=True)
+            after.open_early({0: None, 1: None})  # both warm: in at once
+            assert await after._first_early() is cast(Session, clearer)  # the prober
+            await after.close()
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
