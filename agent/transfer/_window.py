@@ -6,8 +6,10 @@ while it has about two congestion windows of data issued (one in flight, one
 queued behind it) plus a piece for the granularity. Issuing more only fills the
 send buffer: at the tail of a copy the stream then drains that backlog alone while
 the others idle, and its pieces could have been written by them (_extent_write).
-The limit is read from the connection's TCP_INFO (snd_cwnd x snd_mss) at most every
-``REFRESH_S`` and kept between ``least`` and ``most`` pieces; a connection without
+The limit is read from the connection's TCP_INFO at most every ``REFRESH_S``: the
+window (snd_cwnd x snd_mss), or what the connection's pacing rate carries in a round
+trip where that is less (a stream whose rate is capped keeps a window far above what
+it sends), kept between ``least`` and ``most`` pieces; a connection without
 TCP_INFO (a test transport, a local file) gets ``most``.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from reservoir.agent.telemetry.tcp_info import parse_tcp_info
 
 REFRESH_S = 0.05
+NO_PACING = (1 << 64) - 1  # tcpi_pacing_rate of a connection that is not paced
 LEAST_PIECES = 2
 
 TcpInfoSource = Callable[[], bytes]
@@ -63,7 +66,12 @@ class Window:
         info = parse_tcp_info(raw) if raw else None
         if info is None or not info.snd_cwnd or not info.snd_mss:
             return self.most
-        return pieces_for(info.snd_cwnd * info.snd_mss, self.piece, self.least, self.most)
+        window = info.snd_cwnd * info.snd_mss
+        if info.pacing_rate and info.rtt and info.pacing_rate < NO_PACING:
+            # a paced connection (its rate capped, or BBR) sends its pacing rate, not
+            # its window, in a round trip: what it carries then is all it needs issued
+            window = min(window, info.pacing_rate * info.rtt // 1_000_000)
+        return pieces_for(window, self.piece, self.least, self.most)
 
     async def acquire(self) -> None:
         while self.used >= self.limit:

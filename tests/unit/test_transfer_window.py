@@ -12,11 +12,14 @@ from reservoir.agent.transfer._window import Window, pieces_for
 MIB = 1 << 20
 
 
-def tcp_info(cwnd_segments: int, mss: int) -> bytes:
-    """A struct tcp_info with only snd_mss (offset 16) and snd_cwnd (offset 80) set."""
+def tcp_info(cwnd_segments: int, mss: int, pacing: int = 0, rtt_us: int = 0) -> bytes:
+    """A struct tcp_info with only snd_mss (offset 16), snd_cwnd (80) and, where given,
+    rtt (68) and pacing_rate (104) set."""
     raw = bytearray(248)
     struct.pack_into("=I", raw, 16, mss)
     struct.pack_into("=I", raw, 80, cwnd_segments)
+    struct.pack_into("=I", raw, 68, rtt_us)
+    struct.pack_into("=Q", raw, 104, pacing)
     return bytes(raw)
 
 
@@ -34,6 +37,25 @@ class Clock:
 )
 def test_pieces_for_keeps_two_congestion_windows_and_a_piece(cwnd: int, expected: int) -> None:
     assert pieces_for(cwnd, MIB, least=2, most=8) == expected
+
+
+@pytest.mark.parametrize(
+    ("pacing", "expected"),
+    [
+        (7_300_000, 3),  # capped to 58 Mbit/s at 100 ms: 0.73 MB a round trip
+        (100_000_000, 4),  # paced above what the window carries: the window
+        ((1 << 64) - 1, 4),  # not paced
+        (0, 4),  # not known
+    ],
+)
+def test_a_paced_connection_issues_what_its_rate_carries_in_a_round_trip(
+    pacing: int, expected: int
+) -> None:
+    """Its window is 1000 segments (1.45 MB, 4 pieces issued), but a stream whose rate
+    is capped sends less: what it issues beyond that waits in its socket, and at the
+    end of a copy it drains that alone while the other streams have nothing left."""
+    window = Window(8, MIB, lambda: tcp_info(1000, 1448, pacing, rtt_us=100_000))
+    assert window.limit == expected
 
 
 def test_a_window_follows_the_congestion_window_read_at_most_every_refresh() -> None:
