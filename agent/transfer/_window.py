@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 
 from reservoir.agent.telemetry.tcp_info import parse_tcp_info
+from reservoir.agent.transfer._caps import NO_PACING
 
 REFRESH_S = 0.05
-NO_PACING = (1 << 64) - 1  # tcpi_pacing_rate of a connection that is not paced
 LEAST_PIECES = 2
 
 TcpInfoSource = Callable[[], bytes]
