@@ -373,7 +373,9 @@ def test_the_delay_line_agrees_with_netem_on_the_same_link(kguest: Guest) -> Non
     for figures in (dline, netem):  # both the link asked for: 20 ms, 100 Mbit/s of frames
         assert 20.0 <= figures.rtt_min_ms <= 21.0
         assert figures.probe_loss == 0.0
-        assert 0.8 * GOODPUT_100 <= figures.throughput_mbit <= 1.01 * GOODPUT_100
+        # (the upper bound is for a line that does not hold its rate: iperf3's receiver
+        # figure of 3 s with the first one omitted came to 98.0 Mbit/s once, 1.025x)
+        assert 0.8 * GOODPUT_100 <= figures.throughput_mbit <= 1.05 * GOODPUT_100
     # The delay line's frames leave 0.5-0.85 ms later than netem's here (its threads
     # wake late under emulation; natively it is 0.1 ms over the delay, see line_bench),
     # and its best case is netem's. Its TCP throughput was 95.4-95.7 Mbit/s in five runs
