@@ -73,6 +73,9 @@ log = logging.getLogger("reservoir.server")
 
 POLL_INTERVAL = 1.0  # seconds between passes
 WATCH_S = 30.0  # how long one watch of a copy waits on its agent for a change
+WATCH_LIMIT = 32
+"""Copies watched at once: each watch holds one of the agent client's connections (100
+at most) for up to WATCH_S, so beyond this the other copies are found by the passes."""
 S = TransferState
 Json = dict[str, Any]
 COPY_ACTIVE = frozenset({"queued", "running"})
@@ -328,6 +331,8 @@ class AgentScheduler:
         transfer then, not at the next poll."""
         key = (plan.agent.id, plan.copy_id)
         if copy is None or copy["state"] not in COPY_ACTIVE or key in self._watches:
+            return
+        if len(self._watches) >= WATCH_LIMIT:
             return
         watch = asyncio.create_task(self._watched(plan, copy["state"]), name="copy-watch")
         self._watches[key] = watch

@@ -23,6 +23,7 @@ from reservoir.server.app.agent_client import (
 )
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.tables import Transfer
+from reservoir.server.domain import scheduler as scheduler_module
 from reservoir.server.domain.legs import SUPPORTED_LAYOUTS
 
 USER = "unit-user-token-0123456789abcdef"
@@ -496,6 +497,33 @@ def test_a_copy_that_ends_is_seen_at_once_through_its_watch(
     asyncio.run(main())
     assert sorted(watching) == [f"{tid}-leg{i} while running for 30 s" for i in (0, 1)]
     assert world.get(tid)["state"] == "completed"
+
+
+def test_no_more_copies_are_watched_at_once_than_the_limit(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch holds one of the agent client's connections: past the limit, copies are
+    found by the passes alone."""
+    tid = two_by_two(world)["id"]
+    world.tick()
+    waiting: list[str] = []
+
+    async def main() -> None:
+        async def wait_copy(agent: AgentRef, copy_id: str, state: str, seconds: float) -> Json:
+            waiting.append(copy_id)
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        monkeypatch.setattr(world.agents, "wait_copy", wait_copy)
+        monkeypatch.setattr(scheduler_module, "WATCH_LIMIT", 1)
+        scheduler = AgentScheduler(world.sessions, world.agents, interval=0.01)
+        await scheduler.start()
+        for _ in range(20):  # passes enough to start every watch there may be
+            await asyncio.sleep(0.01)
+        await scheduler.stop()
+
+    asyncio.run(main())
+    assert len(waiting) == 1 and waiting[0].startswith(tid)
 
 
 # ---------------------------------------------------------------- the HTTP client
