@@ -196,12 +196,22 @@ class HttpAgentClient:
         return headers
 
     async def _call(
-        self, agent: AgentRef, method: str, path: str, body: Json | None = None
+        self,
+        agent: AgentRef,
+        method: str,
+        path: str,
+        body: Json | None = None,
+        *,
+        params: dict[str, str | float] | None = None,
+        timeout: float | None = None,  # None: the client's
     ) -> Json | None:
         url = agent.control_url.rstrip("/") + "/api/v1" + path
         headers = self._auth(agent)
+        wait = httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
         with _mapped(agent):
-            response = await self._http.request(method, url, json=body, headers=headers)
+            response = await self._http.request(
+                method, url, json=body, params=params, headers=headers, timeout=wait
+            )
             if response.status_code == 404:
                 return None
             if response.status_code >= 500:
@@ -228,20 +238,9 @@ class HttpAgentClient:
         """The copy once it has left ``state``, or after ``seconds`` as it is then
         (``GET /copies/{id}?while_state=&wait=``, answered by the agent as soon as the
         copy's state changes); ``None``: the agent does not know the copy."""
-        url = f"{agent.control_url.rstrip('/')}/api/v1/copies/{copy_id}"
         params: dict[str, str | float] = {"while_state": state, "wait": seconds}
-        with _mapped(agent):
-            response = await self._http.get(
-                url, params=params, headers=self._auth(agent), timeout=seconds + TIMEOUT
-            )
-            if response.status_code == 404:
-                return None
-            if response.status_code >= 400:
-                raise _refused(response)
-            data = response.json()
-        if not isinstance(data, dict):
-            raise AgentUnreachableError(f"agent {agent.name!r}: unexpected answer")
-        return data
+        path = f"/copies/{copy_id}"
+        return await self._call(agent, "GET", path, params=params, timeout=seconds + TIMEOUT)
 
     async def get_telemetry(self, agent: AgentRef, copy_id: str, limit: int) -> list[Json] | None:
         """The copy's last ``limit`` telemetry records (``None``: the agent does not
