@@ -360,12 +360,9 @@ class StreamWorker:
         change over it since the writes they record), else from its storage."""
         if self._window is None:
             self._window = self._new_window()
-        if receipt is not None:
-            same = await self._receipt_says(extent, receipt)
-            if same is not None:
-                self.stats.end_by_receipt += same
-                return same
-        return await self._verified(extent, want)
+        same, by_receipts = await self._compared(extent, want, receipt)
+        self.stats.end_by_receipt += same and by_receipts
+        return same
 
     async def resend(self, extent: Extent) -> None:
         """Reads the extent from the source again and carries it (written, verified)."""
@@ -376,12 +373,21 @@ class StreamWorker:
     async def _checked(self, extent: Extent, want: bytes, receipt: bytes | None) -> bool:
         """Whether the destination received the extent as sent (``receipt`` mode, where
         its receipts cover the extent) or holds it (storage)."""
+        same, by_receipts = await self._compared(extent, want, receipt)
+        self.stats.by_receipt += same and by_receipts
+        return same
+
+    async def _compared(
+        self, extent: Extent, want: bytes, receipt: bytes | None
+    ) -> tuple[bool, bool]:
+        """Whether the destination has the extent as wanted, and whether its receipts
+        (given ``receipt``, where they still cover the extent) said so rather than its
+        storage."""
         if receipt is not None:
             same = await self._receipt_says(extent, receipt)
             if same is not None:
-                self.stats.by_receipt += same
-                return same
-        return await self._verified(extent, want)
+                return same, True
+        return await self._verified(extent, want), False
 
     async def _receipt_says(self, extent: Extent, receipt: bytes) -> bool | None:
         """Whether the destination's receipts of the extent are ``receipt``; None when
