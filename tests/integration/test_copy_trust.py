@@ -115,6 +115,13 @@ async def other_host_write(target: ReservoirTarget) -> None:
         await other.write(0, 0, b"\xee" * 512)
 
 
+async def assert_kept_out(target: ReservoirTarget) -> None:
+    """Another initiator's write gets RESERVATION CONFLICT: the LUN is held."""
+    with pytest.raises(ScsiError) as conflict:
+        await other_host_write(target)
+    assert conflict.value.status == RESERVATION_CONFLICT
+
+
 async def paused_copy(source: Path, url: str, opts: CopyOptions, extents: int) -> None:
     """Runs a copy until ``extents`` extents are done, then cancels it (a pause: the
     checkpoint is saved, the destination stays held)."""
@@ -139,9 +146,7 @@ def test_the_destination_is_held_through_a_pause_and_released_when_the_copy_ends
 
     async def scenario() -> CopySummary:
         await paused_copy(source, url, options(tmp_path, streams=1, depth=1), extents=2)
-        with pytest.raises(ScsiError) as conflict:
-            await other_host_write(target)
-        assert conflict.value.status == RESERVATION_CONFLICT
+        await assert_kept_out(target)
         summary = await copy(str(source), url, options(tmp_path, resume=True))
         await other_host_write(target)  # released: anyone may write again
         return summary
@@ -175,9 +180,7 @@ def test_a_copy_into_our_target_writes_from_every_stream_without_asking_first(
 
     async def scenario() -> None:
         await paused_copy(source, url, options(tmp_path, streams=2, depth=1), extents=2)
-        with pytest.raises(ScsiError) as conflict:
-            await other_host_write(target)
-        assert conflict.value.status == RESERVATION_CONFLICT
+        await assert_kept_out(target)
 
     asyncio.run(scenario())
     summary = asyncio.run(copy(str(source), url, options(tmp_path, resume=True)))
