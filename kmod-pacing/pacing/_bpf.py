@@ -69,6 +69,8 @@ CGROUP_PREFIX = "reservoir-cwnd-"
 # then local and remote address, 16 bytes each (network order, IPv4 in the first 4).
 _KEY = struct.Struct("=III16s16s")
 KEY_SIZE = _KEY.size  # 44
+# struct applied_cap: the cap last applied, the initial window of a jump start.
+_STATE = struct.Struct("=II")
 
 
 # ------------------------------------------------------------ bpf(2)
@@ -254,6 +256,8 @@ class ClampProgram:
         self.cgroup = Path()
         self.caps_fd = -1
         self.applied_fd = -1
+        self.starts_fd = -1
+        self.windows_fd = -1
 
     @classmethod
     def open(cls, obj: Path, cgroup: Path | None = None) -> ClampProgram:
@@ -282,6 +286,10 @@ class ClampProgram:
         self._undo.append(lambda: os.close(self.caps_fd))
         self.applied_fd = obj_get(maps / "applied")
         self._undo.append(lambda: os.close(self.applied_fd))
+        self.starts_fd = obj_get(maps / "starts")
+        self._undo.append(lambda: os.close(self.starts_fd))
+        self.windows_fd = obj_get(maps / "windows")
+        self._undo.append(lambda: os.close(self.windows_fd))
 
     def _pin_dir(self) -> Path:
         bpffs = [point for _, point, fstype in _mounts() if fstype == "bpf"]
@@ -344,13 +352,45 @@ class ClampProgram:
 
     def covers(self, sock: socket.socket) -> bool:
         """Whether the program saw ``sock`` established (it then applies caps to it)."""
-        key = struct.pack("=i", sock.fileno())
-        return map_lookup(self.applied_fd, key, 4) is not None
+        return self._state(sock) is not None
 
     def applied(self, sock: socket.socket) -> int | None:
         """The cap (segments, 0 = none) last applied to ``sock``; None if not covered."""
-        raw = map_lookup(self.applied_fd, struct.pack("=i", sock.fileno()), 4)
-        return None if raw is None else int(struct.unpack("=I", raw)[0])
+        state = self._state(sock)
+        return None if state is None else state[0]
+
+    def jumped(self, sock: socket.socket) -> int | None:
+        """The initial window (segments) a jump start gave ``sock``: 0 for none; None if
+        the program did not see it established."""
+        state = self._state(sock)
+        return None if state is None else state[1]
+
+    def _state(self, sock: socket.socket) -> tuple[int, int] | None:
+        raw = map_lookup(self.applied_fd, struct.pack("=i", sock.fileno()), _STATE.size)
+        return None if raw is None else _STATE.unpack(raw)
+
+    def start(self, sock: socket.socket, remote: tuple[str, int], rate: int) -> bytes:
+        """Announce that ``sock`` (bound to its local port, not yet connected) connects
+        to ``remote`` paced at ``rate`` bytes per second: it starts with the window that
+        carries that rate for a round trip. The key, for :meth:`unstart`."""
+        any_address = "::" if sock.family == socket.AF_INET6 else "0.0.0.0"
+        port = sock.getsockname()[1]
+        key = pack_key(sock.family, any_address, port, remote[0], remote[1])
+        map_update(self.starts_fd, key, struct.pack("=Q", rate))
+        return key
+
+    def unstart(self, key: bytes) -> None:
+        """Withdraw an announcement (nothing if the connection already consumed it)."""
+        map_delete(self.starts_fd, key)
+
+    def open_window(self, port: int, segments: int) -> None:
+        """Connections accepted on the listening ``port`` from now on are offered a
+        receive window of ``segments`` from the start (0: the kernel's)."""
+        key = struct.pack("=I", port)
+        if segments:
+            map_update(self.windows_fd, key, struct.pack("=I", segments))
+        else:
+            map_delete(self.windows_fd, key)
 
     def set(self, sock: socket.socket, segments: int) -> None:
         map_update(self.caps_fd, key_of(sock), struct.pack("=I", segments))
@@ -374,6 +414,6 @@ class ClampProgram:
                 step()
             except (OSError, BpfUnavailable) as e:
                 first = first or e
-        self.caps_fd = self.applied_fd = -1
+        self.caps_fd = self.applied_fd = self.starts_fd = self.windows_fd = -1
         if first is not None:
             raise first

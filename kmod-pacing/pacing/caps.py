@@ -10,6 +10,12 @@
   ``cap x MSS / srtt`` (SO_MAX_PACING_RATE); call :meth:`CwndCaps.refresh` as srtt
   changes (the telemetry interval is a good moment). ``why_not_bpf`` says why.
 
+The BPF program also starts connections at speed (a *jump start*, design 3.3): a socket
+announced with :meth:`CwndCaps.jump_start` before it connects begins with the window
+that carries its paced rate for a round trip, and a port given to
+:meth:`CwndCaps.open_window` offers a large receive window from the first segment.
+Without BPF neither happens (:attr:`CwndCaps.can_jump` is False).
+
 Errors: :class:`CapError` for a socket that cannot be capped (not covered by the program,
 no RTT sample yet); :class:`OSError` from the kernel otherwise.
 """
@@ -122,6 +128,42 @@ class CwndCaps:
         if self._program is None:
             return self._paced.get(sock)
         return self._program.applied(sock)
+
+    @property
+    def can_jump(self) -> bool:
+        """Whether connections can be jump-started here (the BPF program is loaded)."""
+        return self._program is not None and not self._closed
+
+    def jump_start(self, sock: socket.socket, remote: tuple[str, int], rate: int) -> bytes:
+        """Announce that ``sock``, bound to its local port and not yet connected, will
+        connect to ``remote`` and is paced at ``rate`` bytes per second: the kernel
+        then gives it an initial window of rate x srtt / mss segments (at least the
+        usual 10). Returns the announcement's key for :meth:`withdraw_start`."""
+        if rate < 1:
+            raise ValueError(f"a jump start needs a rate of at least 1 byte/s, not {rate}")
+        self._check_open()
+        if self._program is None:
+            raise CapError(f"no jump start without the BPF program: {self.why_not_bpf}")
+        return self._program.start(sock, remote, rate)
+
+    def withdraw_start(self, key: bytes) -> None:
+        """Forget an announcement the connection did not consume (it failed)."""
+        if self._program is not None:
+            self._program.unstart(key)
+
+    def jumped(self, sock: socket.socket) -> int:
+        """The initial window (segments) a jump start gave ``sock``, 0 for none."""
+        if self._program is None:
+            return 0
+        return self._program.jumped(sock) or 0
+
+    def open_window(self, port: int, nbytes: int, mss: int = 1448) -> None:
+        """Offer connections accepted on the listening ``port`` (from now on) a receive
+        window of ``nbytes`` from their first segment; 0 restores the kernel's."""
+        self._check_open()
+        if self._program is None:
+            raise CapError(f"no initial receive window without the BPF program: {self.why_not_bpf}")
+        self._program.open_window(port, -(-nbytes // mss) if nbytes > 0 else 0)
 
     def _check_open(self) -> None:
         if self._closed:

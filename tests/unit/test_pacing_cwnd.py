@@ -206,3 +206,83 @@ def test_leftovers_of_a_killed_owner_are_removed_and_a_live_ones_kept() -> None:
         for path in (dead, alive):
             if path.exists():
                 path.rmdir()
+
+
+# ------------------------------------------------------------ jump start
+
+
+def announced_pair(
+    program: ClampProgram, rate: int | None, withdraw: bool = False
+) -> tuple[socket.socket, socket.socket]:
+    """A loopback pair whose client was bound, announced at ``rate`` (unless None),
+    then connected."""
+    with socket.socket() as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen()
+        client = socket.socket()
+        client.bind(("127.0.0.1", 0))
+        if rate is not None:
+            key = program.start(client, ls.getsockname(), rate)
+            if withdraw:
+                program.unstart(key)
+        client.connect(ls.getsockname())
+        server, _ = ls.accept()
+    return client, server
+
+
+def test_an_announced_connection_starts_with_the_window_of_its_rate(
+    program: ClampProgram,
+) -> None:
+    rate = 10**12  # bytes/s: on loopback's 10-100 us round trips, hundreds of 64 KiB segments
+    client, server = announced_pair(program, rate)
+    with client, server:
+        info = sample(client)
+        assert info.rtt is not None and info.snd_mss and info.snd_cwnd is not None
+        wanted = min(65535, rate * info.rtt // 1_000_000 // info.snd_mss)
+        assert wanted > 10
+        assert info.snd_cwnd == wanted
+        assert program.jumped(client) == wanted
+
+
+def test_a_connection_not_announced_or_withdrawn_starts_at_the_kernels_window(
+    program: ClampProgram,
+) -> None:
+    for withdraw in (False, True):
+        client, server = announced_pair(program, None if not withdraw else 10**12, withdraw)
+        with client, server:
+            assert sample(client).snd_cwnd == 10
+            assert program.jumped(client) == 0
+
+
+def test_an_announcement_is_consumed_by_its_connection(program: ClampProgram) -> None:
+    client, server = announced_pair(program, 10**12)
+    with client, server:
+        port = client.getsockname()[1]
+        key = pack_key(socket.AF_INET, "0.0.0.0", port, *server.getsockname())
+        assert map_lookup(program.starts_fd, key, 8) is None
+
+
+def test_a_port_with_an_open_window_offers_it_from_the_first_segment(
+    program: ClampProgram,
+) -> None:
+    with socket.socket() as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen()
+        port = ls.getsockname()[1]
+        program.open_window(port, 100)  # segments: 6.5 MB of loopback's
+        try:
+            opened = socket.create_connection(ls.getsockname())
+            opened_server, _ = ls.accept()
+        finally:
+            program.open_window(port, 0)
+        plain = socket.create_connection(ls.getsockname())
+        plain_server, _ = ls.accept()
+    with opened, opened_server, plain, plain_server:
+        for server, client in ((opened_server, opened), (plain_server, plain)):
+            server.sendall(b"w")  # a segment after the SYN-ACK: the window, scaled
+            client.recv(1)
+        offered, kernels = sample(opened).snd_wnd, sample(plain).snd_wnd
+        mss = sample(opened_server).advmss
+        assert offered is not None and kernels is not None and mss
+        assert kernels < 1 << 20  # the kernel's first window: about 64 KiB
+        assert offered >= 100 * mss * 0.9

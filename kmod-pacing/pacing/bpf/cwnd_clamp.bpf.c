@@ -26,6 +26,10 @@
 #define AF_INET6 10
 /* Largest clamp bpf_setsockopt accepts (an int > 0): "no cap". */
 #define UNCAPPED 0x7fffffff
+/* A jump start below the kernel's own initial window is none; above MAX_IW
+ * segments (about 95 MB at 1448 bytes) it is held there. */
+#define MIN_IW 10
+#define MAX_IW 65535
 
 /* The connection, as user space packs it (44 bytes, no padding). */
 struct cap_key {
@@ -39,6 +43,7 @@ struct cap_key {
 /* Per-socket state: the cap (segments) last applied, 0 = none. */
 struct applied_cap {
 	__u32 cap;
+	__u32 iw; /* initial window set by a jump start, 0 = none */
 };
 
 struct {
@@ -47,6 +52,22 @@ struct {
 	__type(key, struct cap_key);
 	__type(value, __u32); /* cwnd cap in segments, 0 = none */
 } caps SEC(".maps");
+
+/* Connections to jump-start: key with local_addr 0 -> bytes per second. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct cap_key);
+	__type(value, __u64);
+} starts SEC(".maps");
+
+/* Listening ports (host byte order) -> initial receive window in segments. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} windows SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -95,14 +116,46 @@ static __always_inline void apply_cap(struct bpf_sock_ops *skops, struct applied
 		st->cap = cap;
 }
 
+/* The window that carries the announced rate for one round trip, if announced. */
+static __always_inline void jump_start(struct bpf_sock_ops *skops, struct applied_cap *st)
+{
+	struct cap_key key = {};
+	__u64 *rate, srtt_us, iw;
+	int value;
+
+	key_of(skops, &key);
+	key.local_addr[0] = key.local_addr[1] = key.local_addr[2] = key.local_addr[3] = 0;
+	rate = bpf_map_lookup_elem(&starts, &key);
+	if (!rate)
+		return;
+	srtt_us = skops->srtt_us >> 3;
+	iw = skops->mss_cache ? *rate * srtt_us / 1000000 / skops->mss_cache : 0;
+	bpf_map_delete_elem(&starts, &key);
+	if (iw <= MIN_IW)
+		return;
+	value = iw > MAX_IW ? MAX_IW : (int)iw;
+	if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &value, sizeof(value)) == 0)
+		st->iw = value;
+}
+
 SEC("sockops")
 int cwnd_clamp(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct applied_cap *st;
 	struct cap_key key = {};
+	__u32 port, *window;
 
-	if (!sk || (skops->family != AF_INET && skops->family != AF_INET6))
+	if (skops->family != AF_INET && skops->family != AF_INET6)
+		return 1;
+	if (skops->op == BPF_SOCK_OPS_RWND_INIT) {
+		/* A SYN to a listening port in `windows` (a request socket: no sk). */
+		port = skops->local_port;
+		window = bpf_map_lookup_elem(&windows, &port);
+		skops->reply = window ? (int)*window : 0;
+		return 1;
+	}
+	if (!sk)
 		return 1;
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -111,6 +164,8 @@ int cwnd_clamp(struct bpf_sock_ops *skops)
 		st = bpf_sk_storage_get(&applied, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (!st)
 			return 1;
+		if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)
+			jump_start(skops, st);
 		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
 						 BPF_SOCK_OPS_RTT_CB_FLAG |
 						 BPF_SOCK_OPS_STATE_CB_FLAG);
