@@ -64,6 +64,7 @@ class Agent:
                 await server.stop(grace=0)
                 raise
             self.target = server
+            self._open_windows(server)
         if heartbeat is not None:
             heartbeat.start()
             self.heartbeat = heartbeat
@@ -120,6 +121,19 @@ class Agent:
         self.manager.capper = self.caps
         why = f" ({self.caps.why_not_bpf})" if wanted == "bpf" and self.caps.why_not_bpf else ""
         log.info("cwnd caps: %s%s", self.caps.mechanism, why)
+        if self.settings.jump_start and self.caps.can_jump:
+            self.manager.starter = self.caps
+            log.info("jump start: copies paced per NIC start their connections at their rate")
+
+    def _open_windows(self, server: TargetServer) -> None:
+        """The target's portals offer ``initial_receive_window`` from a connection's
+        first segment (the BPF program's; the kernel's 64 KiB otherwise)."""
+        size = self.settings.initial_receive_window
+        if not size or self.caps is None or not self.caps.can_jump:
+            return
+        for port in sorted(set(server.bound_ports())):
+            self.caps.open_window(port, size)
+        log.info("target: connections start with a %d-byte receive window", size)
 
     def _session_pool(self) -> SessionPool[Session] | None:
         """The warm sessions the copies share (None: ``warm_sessions = 0``)."""

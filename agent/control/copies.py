@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from fastapi import status
 
 from reservoir.agent.control.errors import ControlError
+from reservoir.agent.control.jump import jump_rates
 from reservoir.agent.control.models import (
     CapsBase,
     CopyCreate,
@@ -44,15 +45,17 @@ from reservoir.agent.control.models import (
     ProgressPublic,
 )
 from reservoir.agent.control.nic_pacing import NicPacer
+from reservoir.agent.control.nics import host_nics
 from reservoir.agent.control.telemetry import TelemetryTail, read_tail
 from reservoir.agent.control.volumes import Volumes
-from reservoir.agent.initiator import Session, SessionPool
+from reservoir.agent.initiator import Session, SessionPool, Starter
 from reservoir.agent.telemetry import Record
 from reservoir.agent.transfer import (
     Capper,
     CopyError,
     CopyOptions,
     CopySummary,
+    JumpStart,
     Progress,
     StreamCaps,
 )
@@ -218,6 +221,7 @@ class CopyManager:
         self.capper: Capper | None = None  # the agent's cwnd cap mechanism, if any
         self.pacer: NicPacer | None = None  # the agent's NIC pacing, if any
         self.pool: SessionPool[Session] | None = None  # the agent's warm sessions, if any
+        self.starter: Starter | None = None  # jump starts of new connections, if any
         self._slots = asyncio.Semaphore(max_running)
         self._changed: dict[str, asyncio.Event] = {}  # copy -> set at its next save
         self._closing = False  # the agent is stopping: waits answer at once
@@ -384,10 +388,15 @@ class CopyManager:
         if self.pacer is None:
             return None
         rates = {} if job.caps is None else job.caps.nic_pacing_rates
-        flows = flows_per_nic(job.request, rates)
-        if job.caps is not None:
-            flows |= job.caps.nic_pacing_flows  # the plan's, where it says
-        return self.pacer.set(job.id, rates, flows)
+        return self.pacer.set(job.id, rates, _flows(job, rates))
+
+    async def _jump(self, job: CopyJob) -> JumpStart | None:
+        """The rates a run's new connections start at, from its NIC pacing rates
+        (None: this agent does not jump-start, or the copy paces no NIC)."""
+        if self.starter is None or job.caps is None or not job.caps.nic_pacing_rates:
+            return None
+        rates = job.caps.nic_pacing_rates
+        return JumpStart(self.starter, jump_rates(rates, _flows(job, rates), await host_nics()))
 
     async def _paced(self, job: CopyJob) -> None:
         """Sets the copy's NIC pacing and waits until the qdiscs are in place, so the
@@ -497,6 +506,7 @@ class CopyManager:
         try:
             async with self._slots:
                 options = self._options(job)
+                options.jump = await self._jump(job)
                 await self._paced(job)
                 job.state, job.runs = CopyState.RUNNING, job.runs + 1
                 self._save(job)
@@ -532,6 +542,14 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _flows(job: CopyJob, nics: Collection[str]) -> dict[str, int]:
+    """The copy's streams on each NIC it paces: the plan's where its caps say."""
+    flows = flows_per_nic(job.request, nics)
+    if job.caps is not None:
+        flows |= job.caps.nic_pacing_flows
+    return flows
 
 
 def flows_per_nic(request: CopyCreate, nics: Collection[str]) -> dict[str, int]:

@@ -22,6 +22,7 @@ from reservoir.agent.initiator._hash_range import (
     supports_hash_range,
 )
 from reservoir.agent.initiator._identity import device_designator
+from reservoir.agent.initiator._jump import ANY_LOCAL, Starter, jump_connector
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.initiator._pool import (
     PoolSettings,
@@ -51,6 +52,7 @@ from reservoir.agent.initiator._transport import (
 )
 
 __all__ = [
+    "ANY_LOCAL",
     "WRITE_EXCLUSIVE_REGISTRANTS_ONLY",
     "CommandTimeout",
     "ConnectionLostError",
@@ -71,6 +73,7 @@ __all__ = [
     "Session",
     "SessionKey",
     "SessionPool",
+    "Starter",
     "TcpTransport",
     "WriteData",
     "arm_receipts",
@@ -79,6 +82,7 @@ __all__ = [
     "discover",
     "hash_range",
     "hash_receipts",
+    "jump_connector",
     "mptcp_connect",
     "pr_clear",
     "pr_read_keys",

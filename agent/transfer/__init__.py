@@ -10,7 +10,7 @@ MPTCP sockets, and JSON-lines telemetry (``_telemetry``).
 from reservoir.agent.transfer._caps import Capper, StreamCaps
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
-from reservoir.agent.transfer._engine import CopyOptions, copy, release
+from reservoir.agent.transfer._engine import CopyOptions, JumpStart, copy, release
 from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._paths import PathReport
 from reservoir.agent.transfer._plan import Extent, Plan, PlanError, Queues, ServerPair, make_plan
@@ -27,6 +27,7 @@ __all__ = [
     "CopyOptions",
     "CopySummary",
     "Extent",
+    "JumpStart",
     "PathReport",
     "PathSpec",
     "PathStats",

@@ -7,6 +7,13 @@ stream's socket changes when its session reconnects, so :meth:`StreamCaps.tick`
 (called by the engine twice a second) applies the wanted caps to whatever socket each
 stream has now, refreshes rate-based fallbacks (they depend on the RTT) and lifts the
 caps that are no longer wanted.
+
+A connection that was jump-started (see reservoir.agent.initiator._jump) comes paced
+at its share of the NIC, so that its large first window leaves over a round trip.
+Unless the coordinator paces the stream itself, that pacing is lifted once the
+stream has run JUMP_PACED round trips (at least JUMP_PACED_MIN seconds): by then the
+congestion control has measured the path, and a stream held to an even share could
+not take up what the others leave at the end of the copy.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,6 +35,8 @@ NO_PACING = (1 << 64) - 1  # the kernel's "unlimited" (~0UL)
 RATE_BASED = "so-max-pacing-rate"  # the mechanism name of the fallback cwnd cap
 
 SocketOf = Callable[[], socket.socket | None]
+JUMP_PACED = 6  # round trips a jump-started stream keeps its starting pace
+JUMP_PACED_MIN = 1.0  # seconds, at the least
 
 
 class Capper(Protocol):
@@ -41,12 +51,16 @@ class Capper(Protocol):
 
     def refresh(self, sock: socket.socket) -> object: ...
 
+    def jumped(self, sock: socket.socket) -> int: ...
+
 
 @dataclass
 class _Applied:
     sock: socket.socket
     cwnd: int | None = None
     pacing: int | None = None
+    since: float = 0.0  # when the stream began on this socket (monotonic)
+    start_paced: bool = True  # may still carry the pace of its jump start
 
 
 class StreamCaps:
@@ -59,6 +73,7 @@ class StreamCaps:
         self._streams: dict[int, SocketOf] = {}
         self._applied: dict[int, _Applied] = {}
         self.errors: dict[int, str] = {}  # stream -> why its caps could not be applied
+        self.jumped: dict[int, int] = {}  # stream -> first window of a jump start (segments)
 
     @property
     def mechanism(self) -> str:
@@ -94,7 +109,7 @@ class StreamCaps:
         if applied.cwnd is not None and self.capper is not None:
             self.capper.clear(applied.sock)
         rate_based = applied.cwnd is not None and self.mechanism == RATE_BASED
-        if applied.pacing is not None or rate_based:
+        if applied.pacing is not None or rate_based or applied.start_paced:
             set_pacing_rate(applied.sock, NO_PACING)
 
     def tick(self) -> None:
@@ -117,9 +132,28 @@ class StreamCaps:
     def _apply(self, stream: int, sock: socket.socket) -> None:
         applied = self._applied.get(stream)
         if applied is None or applied.sock is not sock:
-            applied = self._applied[stream] = _Applied(sock)
+            applied = self._applied[stream] = _Applied(sock, since=time.monotonic())
+            if self.capper is not None and (window := self.capper.jumped(sock)):
+                self.jumped[stream] = window
         self._apply_cwnd(applied, self.cwnd.get(stream))
         self._apply_pacing(applied, self.pacing.get(stream))
+        self._end_start_pace(applied)
+
+    def _end_start_pace(self, applied: _Applied) -> None:
+        """Lifts a jump start's pacing once the stream has run long enough (not a
+        rate the coordinator or a rate-based cap set: those own the option then)."""
+        if not applied.start_paced:
+            return
+        rate_based = applied.cwnd is not None and self.mechanism == RATE_BASED
+        if applied.pacing is not None or rate_based:
+            applied.start_paced = False
+            return
+        held = max(JUMP_PACED_MIN, JUMP_PACED * _srtt(applied.sock))
+        if time.monotonic() - applied.since < held:
+            return
+        applied.start_paced = False
+        if pacing_rate(applied.sock) != NO_PACING:
+            set_pacing_rate(applied.sock, NO_PACING)
 
     def _apply_cwnd(self, applied: _Applied, wanted: int | None) -> None:
         if self.capper is None or wanted == applied.cwnd:
@@ -148,6 +182,13 @@ class StreamCaps:
     def applied(self) -> dict[int, tuple[int | None, int | None]]:
         """stream -> (cwnd cap, pacing rate) as applied to its current socket."""
         return {s: (a.cwnd, a.pacing) for s, a in self._applied.items()}
+
+
+def _srtt(sock: socket.socket) -> float:
+    """The smoothed round trip of ``sock`` in seconds (TCP_INFO's tcpi_rtt)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 72)
+    micros: int = struct.unpack_from("=I", info, 68)[0]
+    return micros / 1e6
 
 
 def pacing_rate(sock: socket.socket) -> int:

@@ -8,7 +8,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,8 @@ from reservoir.agent.initiator import (
     ScsiError,
     Session,
     SessionPool,
+    Starter,
+    jump_connector,
     mptcp_connect,
     tcp_connect,
     with_congestion,
@@ -125,6 +127,7 @@ class CopyOptions:
     stripe_unit: int = DEFAULT_EXTENT_SIZE  # several destinations: the level-1 stripe unit
     stream_caps: StreamCaps | None = None  # cwnd caps and pacing rates set from outside
     pool: SessionPool[Session] | None = None  # warm sessions (the agent's; see _endpoints)
+    jump: JumpStart | None = None  # new TCP connections start at these rates
 
     @property
     def by_receipts(self) -> bool:
@@ -133,11 +136,27 @@ class CopyOptions:
         return self.verify and self.verification == "receipt"
 
 
+@dataclass(frozen=True)
+class JumpStart:
+    """New TCP connections of a copy start with the window that carries ``rates[local
+    address]`` bytes per second for a round trip (see reservoir.agent.initiator._jump)."""
+
+    starter: Starter
+    rates: Mapping[str, int]
+
+
 def _connector(options: CopyOptions) -> Connector | None:
-    """TCP (None: the initiator's default), MPTCP, either with its congestion control."""
-    if options.congestion is None:
-        return mptcp_connect if options.mptcp else None
-    return with_congestion(mptcp_connect if options.mptcp else tcp_connect, options.congestion)
+    """TCP (None: the initiator's default), jump-started TCP, MPTCP (never
+    jump-started: its subflows are the kernel's), each with its congestion control."""
+    if options.mptcp:
+        base: Connector = mptcp_connect
+    elif options.jump is not None and options.jump.rates:
+        base = jump_connector(options.jump.starter, options.jump.rates)
+    elif options.congestion is None:
+        return None
+    else:
+        base = tcp_connect
+    return base if options.congestion is None else with_congestion(base, options.congestion)
 
 
 def _transport(options: CopyOptions) -> str:
@@ -516,7 +535,9 @@ class Run:
         workers = await self._open_streams()
         for worker in workers:
             self._start(worker)
-        self._phase(f"{len(workers)} of {self.plan.streams} streams open")
+        caps = self.options.stream_caps
+        jumped = f" ({len(caps.jumped)} at their paced rate)" if caps and caps.jumped else ""
+        self._phase(f"{len(workers)} of {self.plan.streams} streams open{jumped}")
         ticker = asyncio.create_task(self._tick())
         if self.monitor is not None:
             self.monitor.start()
@@ -940,6 +961,7 @@ class Run:
             mode=self.options.verification if self.options.verify else "",
             sessions_opened=sum(s.opened for s in self._remote_sides()),
             sessions_reused=sum(s.reused for s in self._remote_sides()),
+            jump_started=len(caps.jumped) if (caps := self.options.stream_caps) else 0,
             first_write=self._first_write(),
             extents=len(self.plan.extents),
         )

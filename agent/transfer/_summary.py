@@ -56,6 +56,7 @@ class CopySummary:
     mode: str = ""  # how it was verified: "storage", "receipt" ("": not verified)
     sessions_opened: int = 0  # iSCSI sessions its streams and probe logged in
     sessions_reused: int = 0  # warm sessions taken from the agent's pool instead
+    jump_started: int = 0  # streams whose connection started at its paced rate, not slow
     first_write: float | None = None  # s from the copy being asked for to its first write
     extents: int = 0  # in the copy's range, those done by an earlier run included
 
@@ -160,7 +161,8 @@ _HOLD_LINES = {
 
 def _sessions_line(s: CopySummary) -> str:
     first = "no write" if s.first_write is None else f"first write at {s.first_write:.3f} s"
+    jumped = f", {s.jump_started} started at their paced rate" if s.jump_started else ""
     return (
-        f"sessions: {s.sessions_opened} logged in, {s.sessions_reused} warm from the "
-        f"agent's pool; {first} after the copy was asked for"
+        f"sessions: {s.sessions_opened} logged in{jumped}, {s.sessions_reused} warm from "
+        f"the agent's pool; {first} after the copy was asked for"
     )

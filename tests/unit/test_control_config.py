@@ -161,6 +161,19 @@ def test_warm_sessions_default_on_and_take_a_whole_number_of_seconds(tmp_path: P
         load_settings(write(tmp_path, base + "warm_idle_timeout = 0\n"))
 
 
+def test_jump_start_defaults_on_and_the_receive_window_is_bounded(tmp_path: Path) -> None:
+    base = f'[agent]\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
+    default = load_settings(write(tmp_path, base))
+    assert (default.jump_start, default.initial_receive_window) == (True, 16 << 20)
+    off = load_settings(write(tmp_path, base + "jump_start = false\ninitial_receive_window = 0\n"))
+    assert (off.jump_start, off.initial_receive_window) == (False, 0)
+    for bad in ("initial_receive_window = -1", "initial_receive_window = 2147483648"):
+        with pytest.raises(AgentSettingsError, match=r"agent\.initial_receive_window"):
+            load_settings(write(tmp_path, base + bad + "\n"))
+    with pytest.raises(AgentSettingsError, match=r"agent\.jump_start"):
+        load_settings(write(tmp_path, base + 'jump_start = "yes"\n'))
+
+
 def test_heartbeats_need_the_coordinator_url_and_the_token_file(tmp_path: Path) -> None:
     head = f'[agent]\nname = "a"\ntokens = ["{TOKEN}"]\nstate_dir = "s"\n'
     url = 'coordinator = "https://coord.example:8470"\n'

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from reservoir.agent.transfer._caps import (
+    JUMP_PACED_MIN,
     NO_PACING,
     RATE_BASED,
     StreamCaps,
@@ -34,6 +35,9 @@ class Recording:
 
     def refresh(self, sock: socket.socket) -> None:
         self.calls.append(("refresh", sock, None))
+
+    def jumped(self, sock: socket.socket) -> int:
+        return 0
 
 
 @pytest.fixture
@@ -149,3 +153,39 @@ def test_lift_leaves_the_sockets_of_an_ended_copy_uncapped(
     assert caps.applied() == {}
     caps.tick()  # the streams are forgotten: nothing is applied again
     assert pacing_rate(sockets[1]) == NO_PACING
+
+
+def test_a_jump_starts_pace_is_lifted_once_the_stream_has_run(
+    sockets: list[socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return now[0]
+
+    monkeypatch.setattr("reservoir.agent.transfer._caps.time", Clock)
+    for sock in sockets:
+        set_pacing_rate(sock, 7_000_000)  # as the jump connector leaves it
+    caps = StreamCaps(Recording())
+    caps.attach(0, lambda: sockets[0])
+    caps.attach(1, lambda: sockets[1])
+    caps.want({}, {1: 5_000_000})  # the coordinator paces stream 1 itself
+    caps.tick()
+    assert pacing_rate(sockets[0]) == 7_000_000  # the start's pace holds at first
+    assert pacing_rate(sockets[1]) == 5_000_000
+    now[0] += JUMP_PACED_MIN + 0.01  # loopback's round trips are far below the minimum
+    caps.tick()
+    assert pacing_rate(sockets[0]) == NO_PACING
+    assert pacing_rate(sockets[1]) == 5_000_000  # the coordinator's rate is left alone
+
+
+def test_lift_takes_a_jump_starts_pace_off_a_stream_still_under_it(
+    sockets: list[socket.socket],
+) -> None:
+    set_pacing_rate(sockets[0], 7_000_000)
+    caps = StreamCaps(Recording())
+    caps.attach(0, lambda: sockets[0])
+    caps.lift()  # the copy ended within its first round trips
+    assert pacing_rate(sockets[0]) == NO_PACING

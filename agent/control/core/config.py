@@ -115,6 +115,12 @@ class AgentSettings(BaseModel):
     # How cwnd caps are applied: "bpf" (a sock_ops program, falling back to
     # "pacing-rate" where BPF is not possible), "pacing-rate" (SO_MAX_PACING_RATE), "off".
     cwnd_caps: Literal["bpf", "pacing-rate", "off"] = "bpf"
+    # Jump start (needs cwnd_caps = "bpf"): a copy that paces its NICs opens each new
+    # connection with the window that carries its stream's share of the NIC rate for a
+    # round trip, not 10 segments; and the builtin target offers every connection this
+    # receive window (bytes) from its first segment (0: the kernel's, about 64 KiB).
+    jump_start: bool = True
+    initial_receive_window: int = Field(default=16 << 20, ge=0, le=1 << 30)
     # Whether the NIC pacing rates a copy's caps name are applied (a root qdisc on
     # each NIC while the copy runs; needs CAP_NET_ADMIN).
     nic_pacing: bool = True
