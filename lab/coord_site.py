@@ -114,7 +114,7 @@ class AgentProc:
     iqn: str = ""
     proc: subprocess.Popen[Any] | None = None
     portals: tuple[str, ...] = ()  # the target's addresses (default: addr)
-    cwnd_caps: str = "pacing-rate"  # the agent setting: bpf, pacing-rate, off
+    cwnd_caps: str = "bpf"  # the agent setting (bpf, pacing-rate, off): the agent's default
     host: str = ""  # the lab host it runs in (default: role)
     target_mptcp: bool = False  # the agent setting: the target listens with MPTCP
     coordinator: str | None = None  # the coordinator's URL: heartbeats go there
