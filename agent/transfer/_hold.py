@@ -117,12 +117,31 @@ async def take(session: Session, lun: int, key: int, state: PrState, label: str)
     if not state.supported:
         log.warning("%s: the target has no persistent reservations; it is not held", label)
         return False
-    ours = check_free(state, key, label)
-    await pr_register(session, lun, key)
-    if not ours:
-        await pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+    if check_free(state, key, label):
+        await pr_register(session, lun, key)
+    else:
+        await register_and_reserve(session, lun, key)
     log.info("%s held for the copy (reservation key 0x%016x)", label, key)
     return True
+
+
+async def register_and_reserve(session: Session, lun: int, key: int) -> None:
+    """REGISTER and RESERVE in one round trip: sent back to back on one session, which
+    the target takes in command order. Where it ran the RESERVE first (a target may run
+    simple tasks side by side; or the REGISTER was sent again after a unit attention),
+    the RESERVE found the session not yet registered (RESERVATION CONFLICT) and is sent
+    again now that it is; one that conflicts then is someone else's reservation."""
+    registered, reserved = await asyncio.gather(
+        pr_register(session, lun, key),
+        pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY),
+        return_exceptions=True,
+    )
+    if isinstance(registered, BaseException):
+        raise registered
+    if isinstance(reserved, ScsiError) and reserved.status == RESERVATION_CONFLICT:
+        await pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+    elif isinstance(reserved, BaseException):
+        raise reserved
 
 
 def check_distinct(ends: Sequence[tuple[str, str | None]]) -> None:
