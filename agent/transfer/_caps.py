@@ -14,6 +14,12 @@ Unless the coordinator paces the stream itself, that pacing is lifted once the
 stream has run JUMP_PACED round trips (at least JUMP_PACED_MIN seconds): by then the
 congestion control has measured the path, and a stream held to an even share could
 not take up what the others leave at the end of the copy.
+
+The BPF clamp bounds a window's growth; it does not shrink a window that is already
+above it: CUBIC and Reno only grow towards the clamp (BBR sets its window on every
+ACK, so there it holds at once), and a window over its cap stays there until a loss.
+Such a stream is *held down*: paced at cap x MSS / srtt, as the fallback paces every
+capped stream, for as long as its window is above its cap.
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ class _Applied:
     cwnd: int | None = None
     pacing: int | None = None
     since: float = 0.0  # when the stream began on this socket (monotonic)
-    start_paced: bool = True  # may still carry the pace of its jump start
+    start_paced: bool = False  # carries the pace of its jump start
+    held_down: bool = False  # paced at its cap's rate: its window is above the cap
 
 
 class StreamCaps:
@@ -109,7 +116,7 @@ class StreamCaps:
         if applied.cwnd is not None and self.capper is not None:
             self.capper.clear(applied.sock)
         rate_based = applied.cwnd is not None and self.mechanism == RATE_BASED
-        if applied.pacing is not None or rate_based or applied.start_paced:
+        if applied.pacing is not None or rate_based or applied.start_paced or applied.held_down:
             set_pacing_rate(applied.sock, NO_PACING)
 
     def tick(self) -> None:
@@ -132,12 +139,15 @@ class StreamCaps:
     def _apply(self, stream: int, sock: socket.socket) -> None:
         applied = self._applied.get(stream)
         if applied is None or applied.sock is not sock:
-            applied = self._applied[stream] = _Applied(sock, since=time.monotonic())
+            paced = pacing_rate(sock) != NO_PACING  # by the jump connector
+            applied = _Applied(sock, since=time.monotonic(), start_paced=paced)
+            self._applied[stream] = applied
             if self.capper is not None and (window := self.capper.jumped(sock)):
                 self.jumped[stream] = window
         self._apply_cwnd(applied, self.cwnd.get(stream))
         self._apply_pacing(applied, self.pacing.get(stream))
         self._end_start_pace(applied)
+        self._hold_down(applied)
 
     def _end_start_pace(self, applied: _Applied) -> None:
         """Lifts a jump start's pacing once the stream has run long enough (not a
@@ -179,9 +189,33 @@ class StreamCaps:
             return
         set_pacing_rate(applied.sock, NO_PACING if wanted is None else wanted)
 
+    def _hold_down(self, applied: _Applied) -> None:
+        """With the BPF clamp: paces a stream whose window is above its cap at the cap's
+        rate (never above the coordinator's rate for it), and lets it go once under."""
+        if self.mechanism == RATE_BASED or applied.start_paced:
+            return
+        rate = None if applied.cwnd is None else _cap_rate_if_over(applied.sock, applied.cwnd)
+        if rate is not None:
+            set_pacing_rate(
+                applied.sock, rate if applied.pacing is None else min(rate, applied.pacing)
+            )
+            applied.held_down = True
+        elif applied.held_down:
+            set_pacing_rate(applied.sock, NO_PACING if applied.pacing is None else applied.pacing)
+            applied.held_down = False
+
     def applied(self) -> dict[int, tuple[int | None, int | None]]:
         """stream -> (cwnd cap, pacing rate) as applied to its current socket."""
         return {s: (a.cwnd, a.pacing) for s, a in self._applied.items()}
+
+
+def _cap_rate_if_over(sock: socket.socket, cap: int) -> int | None:
+    """cap x MSS / srtt in bytes/s if the window of ``sock`` is above ``cap`` segments."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 84)
+    mss, srtt, cwnd = (int(struct.unpack_from("=I", info, at)[0]) for at in (16, 68, 80))
+    if cwnd <= cap or not mss or not srtt:
+        return None
+    return -(-cap * mss * 1_000_000 // srtt)
 
 
 def _srtt(sock: socket.socket) -> float:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from reservoir.agent.telemetry import sample
 from reservoir.agent.transfer._caps import (
     JUMP_PACED_MIN,
     NO_PACING,
@@ -188,4 +189,22 @@ def test_lift_takes_a_jump_starts_pace_off_a_stream_still_under_it(
     caps = StreamCaps(Recording())
     caps.attach(0, lambda: sockets[0])
     caps.lift()  # the copy ended within its first round trips
+    assert pacing_rate(sockets[0]) == NO_PACING
+
+
+def test_a_window_already_above_its_bpf_cap_is_held_down_by_pacing_until_the_cap_goes(
+    sockets: list[socket.socket],
+) -> None:
+    caps = StreamCaps(Recording())  # the BPF clamp: it bounds growth, shrinks nothing
+    caps.attach(0, lambda: sockets[0])
+    caps.want({0: 5}, {})  # a new connection's window is 10 segments
+    caps.tick()
+    info = sample(sockets[0])
+    assert info.snd_cwnd == 10 and info.snd_mss and info.rtt
+    assert pacing_rate(sockets[0]) == -(-5 * info.snd_mss * 1_000_000 // info.rtt)
+    caps.want({0: 5}, {0: 1000})  # the coordinator's own rate is lower: it is kept
+    caps.tick()
+    assert pacing_rate(sockets[0]) == 1000
+    caps.want({0: 50}, {})  # a cap above the window: nothing to hold down
+    caps.tick()
     assert pacing_rate(sockets[0]) == NO_PACING
