@@ -59,6 +59,7 @@ from reservoir.common.aio import cancel_and_wait
 T = TypeVar("T")
 _MASK = 0xFFFFFFFF
 UNIT_ATTENTION_RETRIES = 4
+TEST_UNIT_READY = bytes(6)  # opcode 00h
 
 
 def _next_statsn(pdu: P._TargetPdu) -> int | None:
@@ -329,6 +330,16 @@ class Session:
             ):
                 raise error
         raise error
+
+    async def take_attention(self, lun: int) -> None:
+        """Takes the unit attention this session expects (:attr:`attention_expected`)
+        with one TEST UNIT READY, not sent again when the attention answers it, so that
+        the command that matters next costs one round trip, not two. Its answer is not
+        checked: whatever it says, the next command says again."""
+        if not self.attention_expected:
+            return
+        await self._run(lun, TEST_UNIT_READY, b"", 0, None)
+        self.attention_expected = False
 
     async def _run(
         self,
