@@ -216,6 +216,9 @@ class Session:
             recovery=recovery or RecoveryPolicy(),
         )
         await session._login()
+        # a target reports POWER ON, RESET (29/00) to a new I_T nexus's first command
+        # (SAM; ours, LIO): _take_attention() takes it beside the first command
+        session.attention_expected = True
         if nop_interval > 0:
             session._nop_task = asyncio.create_task(session._nop_loop())
         return session
@@ -318,9 +321,10 @@ class Session:
     ) -> ScsiReply:
         """Any SCSI command.  Raises :class:`ScsiError` unless the status is GOOD
         (a UNIT ATTENTION is retried a few times first), :class:`CommandTimeout`."""
+        if self.attention_expected:
+            self._take_attention(lun)
         for _ in range(UNIT_ATTENTION_RETRIES):
             reply = await self._run(lun, cdb, data_out, read_length, timeout)
-            self.attention_expected = False
             if reply.status == STATUS_GOOD:
                 return reply
             error = ScsiError(reply.status, reply.sense)
@@ -331,15 +335,18 @@ class Session:
                 raise error
         raise error
 
-    async def take_attention(self, lun: int) -> None:
-        """Takes the unit attention this session expects (:attr:`attention_expected`)
-        with one TEST UNIT READY, not sent again when the attention answers it, so that
-        the command that matters next costs one round trip, not two. Its answer is not
-        checked: whatever it says, the next command says again."""
-        if not self.attention_expected:
-            return
-        await self._run(lun, TEST_UNIT_READY, b"", 0, None)
+    def _take_attention(self, lun: int) -> None:
+        """A unit attention is expected (:attr:`attention_expected`): a TEST UNIT READY
+        is sent right before the command at hand, in the same round trip, and takes it
+        (a target reports it to the first command it runs of the nexus); the command is
+        then answered at once instead of with the attention and sent again, a round trip
+        later. The TEST UNIT READY's answer is not looked at."""
         self.attention_expected = False
+        if self._failed is not None:
+            return
+        future: asyncio.Future[ScsiReply] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieve)
+        self._submit(Task(lun, TEST_UNIT_READY, b"", 0, future))
 
     async def _run(
         self,

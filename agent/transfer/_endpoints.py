@@ -424,22 +424,9 @@ class RemoteSide:
         if session is None:  # no stream's session logged in: one of its own
             session = self._own = await self._open(None)
         self._prober = session
-        await asyncio.gather(self._ask(session), self._take_attentions(besides=session))
+        await self._ask(session)
         if not self.destination:
             await self._close_own()  # only a destination's is needed again (to hold it)
-
-    async def _take_attentions(self, besides: Session) -> None:
-        """The warm sessions that are in and expect a unit attention (the last copy's
-        CLEAR left them one) take it while the probe runs: their REGISTER that follows
-        is then answered at once instead of after being sent again."""
-        waiting = [s for s in self._early_in() if s is not besides and s.attention_expected]
-        for answer in await asyncio.gather(
-            *(s.take_attention(self.where.lun) for s in waiting), return_exceptions=True
-        ):
-            if isinstance(answer, BaseException) and not isinstance(
-                answer, (InitiatorError, OSError, TimeoutError)
-            ):
-                raise answer  # (a lost session: its stream finds out when it takes it)
 
     async def _ask(self, session: Session) -> None:
         """Size, HASH RANGE, designator and (a destination) reservations at once."""

@@ -53,17 +53,7 @@ class FakeSession:
     ) -> ScsiReply:
         self.cdbs.append(bytes(cdb))
         self.attention_expected = False
-        if cdb[:3] == bytes([0x12, 0x01, 0x83]):  # INQUIRY VPD 0x83: no designator
-            return ScsiReply(0, bytes([0, 0x83, 0, 0]), b"")
         return ScsiReply(0, bytes(read_length), b"")
-
-    async def take_attention(self, lun: int) -> None:
-        if self.attention_expected:
-            await self.scsi(lun, bytes(6))  # TEST UNIT READY
-
-    async def capacity(self, lun: int) -> tuple[int, int]:
-        await self.scsi(lun, b"\x9e\x10")  # READ CAPACITY(16)
-        return 1 << 20, 512
 
     async def close(self) -> None:
         self.logouts += 1

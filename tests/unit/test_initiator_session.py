@@ -113,9 +113,15 @@ class FakeTransport:
         return b""
 
 
-async def open_session(target: FakeTarget, **kw: Any) -> Session:
+async def open_session(target: FakeTarget, *, attention: bool = False, **kw: Any) -> Session:
+    """A session logged in to ``target``; without the unit attention a new nexus expects
+    (``attention``), so that its first command is the first PDU the target sees."""
     kw.setdefault("recovery", RecoveryPolicy(attempts=3, first_delay=0.001))
-    return await Session.open("fake", 3260, IQN, initiator_name=ME, connector=target.connect, **kw)
+    session = await Session.open(
+        "fake", 3260, IQN, initiator_name=ME, connector=target.connect, **kw
+    )
+    session.attention_expected = attention
+    return session
 
 
 def good(target: FakeTarget, transport: FakeTransport, itt: int) -> None:
@@ -383,6 +389,32 @@ def test_check_condition_raises_and_unit_attention_is_retried() -> None:
             await session.read(0, 1 << 40, 1)
         assert (info.value.sense_key, info.value.asc, info.value.ascq) == (5, 0x21, 0)
         assert not answers  # the UNIT ATTENTION was retried
+        await session.close()
+
+    asyncio.run(main())
+
+
+def test_a_new_sessions_first_command_goes_behind_a_test_unit_ready_in_one_round_trip() -> None:
+    """A target reports POWER ON, RESET to a new nexus's first command: a TEST UNIT READY
+    sent just before it takes that, so the command is answered, not sent again."""
+
+    async def main() -> None:
+        target = FakeTarget(TARGET_KEYS)
+        session = await open_session(target, attention=True)
+        read = asyncio.create_task(session.read(0, 0, 1))
+        await asyncio.sleep(0)
+        tur, command = target.sent  # both out before either is answered
+        assert isinstance(tur, P.ScsiCommand) and tur.cdb[:6] == bytes(6)
+        assert isinstance(command, P.ScsiCommand) and command.cdb[0] == 0x88  # READ(16)
+        assert command.cmdsn == tur.cmdsn + 1
+        transport = target.transports[0]
+        target.answer(transport, P.ScsiResponse(itt=tur.itt, status=2, data=sense(6, 0x29, 0)))
+        data = P.DataIn(itt=command.itt, datasn=0, offset=0, data=b"\x07" * 512)
+        data.has_status = True
+        target.answer(transport, data)
+        assert await read == b"\x07" * 512
+        assert len(target.sent) == 2  # nothing sent again
+        assert not session.attention_expected
         await session.close()
 
     asyncio.run(main())

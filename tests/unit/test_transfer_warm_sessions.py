@@ -149,26 +149,3 @@ def test_the_next_copy_probes_on_the_session_its_clear_left_no_unit_attention() 
             await pool.close()
 
     asyncio.run(main())
-
-
-def test_the_other_warm_sessions_take_their_unit_attention_while_the_probe_runs() -> None:
-    """So that the REGISTER of the hold that follows is answered in one round trip."""
-
-    async def main() -> None:
-        pool: SessionPool[Session] = SessionPool()
-        clearer, other = FakeSession("clearer"), FakeSession("other")
-        other.attention_expected = True  # as the last copy's CLEAR leaves it
-        for fake in (other, clearer):
-            await pool.put(KEY, cast(Session, fake))
-        side = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=True)
-        try:
-            side.open_early({0: None, 1: None})
-            await side.probe()
-            assert not other.attention_expected
-            assert other.cdbs == [bytes(6)]  # a TEST UNIT READY, nothing else
-            assert bytes(6) not in clearer.cdbs  # the prober expects none
-        finally:
-            await side.close()
-            await pool.close()
-
-    asyncio.run(main())
