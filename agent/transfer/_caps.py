@@ -139,8 +139,7 @@ class StreamCaps:
     def _apply(self, stream: int, sock: socket.socket) -> None:
         applied = self._applied.get(stream)
         if applied is None or applied.sock is not sock:
-            paced = pacing_rate(sock) != NO_PACING  # by the jump connector
-            applied = _Applied(sock, since=time.monotonic(), start_paced=paced)
+            applied = _Applied(sock, since=time.monotonic(), start_paced=_start_paced(sock))
             self._applied[stream] = applied
             if self.capper is not None and (window := self.capper.jumped(sock)):
                 self.jumped[stream] = window
@@ -209,9 +208,20 @@ class StreamCaps:
         return {s: (a.cwnd, a.pacing) for s, a in self._applied.items()}
 
 
+def _start_paced(sock: socket.socket) -> bool:
+    """Whether ``sock`` comes paced (the jump connector paces what it connects)."""
+    try:
+        return pacing_rate(sock) != NO_PACING
+    except OSError:  # a socket that has no such option (MPTCP): not one it made
+        return False
+
+
 def _cap_rate_if_over(sock: socket.socket, cap: int) -> int | None:
-    """cap x MSS / srtt in bytes/s if the window of ``sock`` is above ``cap`` segments."""
+    """cap x MSS / srtt in bytes/s if the window of ``sock`` is above ``cap`` segments
+    (None as well where TCP_INFO does not say)."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 84)
+    if len(info) < 84:
+        return None
     mss, srtt, cwnd = (int(struct.unpack_from("=I", info, at)[0]) for at in (16, 68, 80))
     if cwnd <= cap or not mss or not srtt:
         return None
