@@ -192,19 +192,21 @@ def test_lift_takes_a_jump_starts_pace_off_a_stream_still_under_it(
     assert pacing_rate(sockets[0]) == NO_PACING
 
 
-def test_a_window_already_above_its_bpf_cap_is_held_down_by_pacing_until_the_cap_goes(
+def test_a_stream_capped_through_the_bpf_clamp_is_paced_at_its_caps_rate_too(
     sockets: list[socket.socket],
 ) -> None:
-    caps = StreamCaps(Recording())  # the BPF clamp: it bounds growth, shrinks nothing
+    capper = Recording()  # the BPF clamp: it bounds the window only
+    caps = StreamCaps(capper)
     caps.attach(0, lambda: sockets[0])
-    caps.want({0: 5}, {})  # a new connection's window is 10 segments
+    caps.want({0: 5}, {})
     caps.tick()
+    assert ("set", sockets[0], 5) in capper.calls
     info = sample(sockets[0])
-    assert info.snd_cwnd == 10 and info.snd_mss and info.rtt
+    assert info.snd_mss and info.rtt
     assert pacing_rate(sockets[0]) == -(-5 * info.snd_mss * 1_000_000 // info.rtt)
     caps.want({0: 5}, {0: 1000})  # the coordinator's own rate is lower: it is kept
     caps.tick()
     assert pacing_rate(sockets[0]) == 1000
-    caps.want({0: 50}, {})  # a cap above the window: nothing to hold down
+    caps.want({}, {})  # no cap, no rate: unpaced again
     caps.tick()
     assert pacing_rate(sockets[0]) == NO_PACING
