@@ -1,6 +1,7 @@
-"""The hold's fallback for targets that let only the reserving session write (LIO):
-the write that finds out without changing the LUN, and the registration-only hold that follows. The
-sessions are stand-ins recording the commands they are sent; the real targets are in
+"""The hold: REGISTER and RESERVE in one round trip, and the fallback for targets that
+let only the reserving session write (LIO): the write that finds out without changing
+the LUN, and the registration-only hold that follows. The sessions are stand-ins
+recording the commands they are sent; the real targets are in
 tests/integration/test_copy_trust.py (ours) and tests/vm/test_lio_backend.py (LIO)."""
 
 from __future__ import annotations
