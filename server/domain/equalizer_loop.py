@@ -24,12 +24,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from reservoir.common.placement import placement
 from reservoir.server.app import events
 from reservoir.server.app.agent_client import AgentError, AgentRef, Json
 from reservoir.server.app.tables import Link, Transfer, TransferLeg
@@ -194,18 +196,35 @@ def _layout(session: Session, transfer: Transfer) -> _Layout:
     base = {p.copy_id: dict(p.request.get("caps") or {}) for p in plans}
     groups = {}
     for plan in plans:
-        links = [session.get(Link, i) for i in plan.link_ids]
-        groups[plan.copy_id] = tuple(
-            f"bottleneck {lk.bottleneck}" if lk.bottleneck else f"link {lk.name}"
-            for lk in links
-            if lk is not None
-        )
+        links = [lk for i in plan.link_ids if (lk := session.get(Link, i)) is not None]
+        streams = int(plan.request.get("streams") or len(links))
+        groups[plan.copy_id] = stream_groups(links, streams)
     return _Layout(base, groups)
 
 
+class LinkLike(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def bottleneck(self) -> str | None: ...
+
+    @property
+    def capacity_bps(self) -> int: ...
+
+
+def stream_groups(links: Sequence[LinkLike], streams: int) -> tuple[str, ...]:
+    """The group of each of a copy's ``streams`` streams over ``links`` (in its paths'
+    order): the bottleneck of the link it runs on. That is where the coordinator placed
+    it (leg_copies: over links of unequal capacity, streams in proportion to it, the
+    copy's paths given one a stream; otherwise stream i on link i mod k)."""
+    names = [f"bottleneck {lk.bottleneck}" if lk.bottleneck else f"link {lk.name}" for lk in links]
+    return tuple(names[i] for i in placement([lk.capacity_bps for lk in links], streams))
+
+
 def _group(row: SampleRow, layout: _Layout) -> str:
-    """Stream ``i`` of a copy over paths ``L1..Lk`` runs on ``L(i mod k)``: its group is
-    that link's bottleneck, shared with every stream of the transfer behind it."""
+    """A stream's group: the bottleneck of the link it runs on (:func:`stream_groups`),
+    shared with every stream of the transfer behind it."""
     groups = layout.groups.get(row.copy_id, ())
     if groups and row.stream.isdigit():
         return groups[int(row.stream) % len(groups)]

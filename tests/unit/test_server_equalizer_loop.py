@@ -4,14 +4,16 @@ to the copy's agent (a recording client), decisions recorded as events."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from test_server_telemetry import make_transfer, rec, store
 
+from reservoir.common.placement import placement
 from reservoir.server.app.agent_client import AgentRef, Json
 from reservoir.server.app.tables import Transfer, TransferEvent
-from reservoir.server.domain.equalizer_loop import EqualizerLoop
+from reservoir.server.domain.equalizer_loop import EqualizerLoop, stream_groups
 
 
 class RecordingAgents:
@@ -114,3 +116,23 @@ def test_samples_already_seen_are_not_fed_again(sessions: sessionmaker[Session])
 
     first, second = asyncio.run(main())
     assert first >= 1 and second == 0
+
+
+@dataclass(frozen=True)
+class FakeLink:
+    name: str
+    capacity_bps: int
+    bottleneck: str | None = None
+
+
+def test_streams_are_grouped_by_the_link_the_coordinator_placed_them_on() -> None:
+    """Over links of unequal capacity the coordinator deals a copy's streams in
+    proportion (sc2003-scaled: 585/293/122 Mbit/s, 24 streams: 14/7/3), not i mod k;
+    a stream grouped by i mod k would be counted in another bottleneck's aggregate."""
+    links = [FakeLink("l1", 585_000_000), FakeLink("l2", 293_000_000), FakeLink("l3", 122_000_000)]
+    groups = stream_groups(links, 24)
+    on = placement([lk.capacity_bps for lk in links], 24)  # what the copy's paths say
+    assert groups == tuple(f"link l{i + 1}" for i in on)
+    assert [groups.count(f"link {n}") for n in ("l1", "l2", "l3")] == [14, 7, 3]
+    equal = [FakeLink("a", 500_000_000, "b1"), FakeLink("b", 500_000_000)]
+    assert stream_groups(equal, 4) == ("bottleneck b1", "link b", "bottleneck b1", "link b")
