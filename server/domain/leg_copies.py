@@ -70,7 +70,7 @@ class CopyPlan:
     leg_ids: tuple[int, ...]
     leg_bytes: tuple[int, ...]
     request: dict[str, Any]
-    link_ids: tuple[str, ...] = ()  # its paths' links, in order: stream i runs on i mod k
+    link_ids: tuple[str, ...] = ()  # its links, in order: stream i on placement(...)[i]
 
     @property
     def bytes(self) -> int:

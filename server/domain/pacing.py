@@ -10,8 +10,10 @@ For one agent copy over the links ``L1..Lk`` of its leg (its paths, in order):
   own line rate, times ``1 - margin`` (the transfer's ``pacing.margin``, 5% by
   default: staying under the share keeps the bottleneck queue short), computed by
   :class:`reservoir.pacing.PacingPlan`;
-- stream ``i`` of the copy runs on path ``i mod k`` (the engine's rule), and a
-  stream's rate is its NIC's rate split evenly over the NIC's streams.
+- stream ``i`` of the copy runs on the link :func:`placement` gives it (``i mod k``
+  over links of equal capacity, in proportion to capacity otherwise: the copy's
+  paths then name one path a stream, and the engine runs stream ``i`` on path ``i``),
+  and a stream's rate is its NIC's rate split evenly over the NIC's streams.
 
 ``pacing.policy`` says which of these the agent applies: ``per-nic`` gives
 ``nic_pacing_rates`` (a root qdisc per NIC while the copy runs), ``per-socket``
