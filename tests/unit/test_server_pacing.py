@@ -13,6 +13,7 @@ from test_server_equalizer_loop import RecordingAgents
 from test_server_scheduler import IQN, MiB, World, world
 from test_server_telemetry import rec, store
 
+from reservoir.common.placement import placement
 from reservoir.server.app.tables import Transfer, TransferEvent
 from reservoir.server.domain.equalizer_loop import EqualizerLoop
 
@@ -113,11 +114,16 @@ def test_two_copies_on_one_link_split_its_share(world: World) -> None:
     assert rates == [{"e1": 0.95 * GBIT // 16}] * 2
 
 
+ON_LINK = placement([GBIT, GBIT // 2], 4)  # where the coordinator puts the 4 streams
+ON_L1 = {str(s) for s in range(4) if ON_LINK[s] == 0}
+
+
 def unequal_by_link(time: float) -> list[Json]:
-    """Streams on l1 (0, 2) run three times faster than those on l2 (1, 3)."""
+    """Streams on l1 (three of the four: the links' capacities are 2:1) run three times
+    faster than the one on l2."""
     return [
-        rec(time, str(s), bps=300e6 if s % 2 == 0 else 100e6, rtt=100_000, path=f"l{s % 2 + 1}")
-        for s in range(4)
+        rec(time, str(s), bps=300e6 if on == 0 else 100e6, rtt=100_000, path=f"l{on + 1}")
+        for s, on in enumerate(ON_LINK)
     ]
 
 
@@ -147,7 +153,7 @@ def test_links_sharing_a_bottleneck_are_equalized_together(world: World) -> None
     assert agents.pushed, "the fast streams of l1 should have been capped"
     copy_id, body = agents.pushed[0]
     assert copy_id == f"{t['id']}-leg0"
-    assert set(body["stream_cwnd_caps"]) == {"0", "2"}
+    assert set(body["stream_cwnd_caps"]) == ON_L1 and len(ON_L1) == 3
     # the pacing plan's rates go with the caps: a PUT replaces the whole set
     assert body["nic_pacing_rates"] == {"e1": 0.95 * GBIT // 8, "e2": 0.95 * GBIT // 16}
 
