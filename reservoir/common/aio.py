@@ -24,6 +24,19 @@ async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
             raise
 
 
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds. ``asyncio.wait_for`` on
+    Python 3.11 loses a cancellation that arrives as the event is set (it returns as if
+    not cancelled), so a loop waiting so between passes could not be stopped; this
+    raises CancelledError then."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        done, _ = await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+    return bool(done)
+
+
 async def finish(job: Awaitable[None]) -> None:
     """Run ``job`` to its end even if the caller is cancelled meanwhile (cleanup that
     must not stop halfway: a checkpoint save after stopping the streams); the

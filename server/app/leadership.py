@@ -141,11 +141,16 @@ class Leadership:
             await self._depose(reason)
 
     async def _hold(self, started: float) -> bool:
-        """The UPDATE in a thread; a leader waits for it only while its lease is valid."""
-        call = asyncio.to_thread(self._try_hold)
-        if not self.leading:
-            return await call
-        return await asyncio.wait_for(call, max(0.0, self._valid_until - started))
+        """The UPDATE in a thread; a leader waits for it only while its lease is valid
+        (``asyncio.wait``, not ``wait_for``: on Python 3.11 that loses a cancellation
+        arriving as the UPDATE returns, and the coordinator would never stop)."""
+        call = asyncio.ensure_future(asyncio.to_thread(self._try_hold))
+        call.add_done_callback(_retrieve)
+        timeout = None if not self.leading else max(0.0, self._valid_until - started)
+        done, _ = await asyncio.wait({call}, timeout=timeout)
+        if not done:
+            raise TimeoutError("the lease's UPDATE took longer than the lease is valid")
+        return call.result()
 
     async def _depose(self, reason: str, level: int = logging.WARNING) -> None:
         self.leading = False
@@ -212,3 +217,9 @@ def db_clock(session: Session) -> ColumnElement[float]:
     if bind.dialect.name == "sqlite":
         return (func.julianday("now") - literal(2440587.5)) * literal(86400.0)
     raise NotImplementedError(f"no lease clock for the {bind.dialect.name} database")
+
+
+def _retrieve(future: asyncio.Future[bool]) -> None:
+    """Reads a left UPDATE's outcome, so its error is not logged as never retrieved."""
+    if not future.cancelled():
+        future.exception()

@@ -54,6 +54,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from reservoir.common.aio import wait_event
 from reservoir.server.app import events
 from reservoir.server.app.agent_client import (
     AgentClient,
@@ -289,8 +290,7 @@ class AgentScheduler:
                 await self.tick()
             except Exception:  # a pass must never end the loop
                 log.exception("scheduler pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+            await wait_event(self._wake, self.interval)  # (wait_for could lose a stop)
             self._wake.clear()
 
     async def tick(self) -> None:

@@ -1,5 +1,6 @@
 """cancel_and_wait absorbs the cancelled task's end, never the caller's own cancellation;
-finish runs cleanup to its end through cancellations and raises them afterwards."""
+finish runs cleanup to its end through cancellations and raises them afterwards;
+wait_event never loses a cancellation."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 
 import pytest
 
-from reservoir.common.aio import cancel_and_wait, finish
+from reservoir.common.aio import cancel_and_wait, finish, wait_event
 
 
 async def _slow_to_stop() -> None:
@@ -74,5 +75,37 @@ def test_finish_without_cancel_returns_and_passes_errors_on() -> None:
         await finish(asyncio.sleep(0))
         with pytest.raises(OSError, match="cleanup failed"):
             await finish(failing())
+
+    asyncio.run(main())
+
+
+def test_a_cancellation_that_arrives_as_the_event_is_set_is_not_lost() -> None:
+    """asyncio.wait_for on Python 3.11 returns as if not cancelled here: a scheduler
+    that a watch woke as the coordinator stopped it went on and never stopped."""
+
+    async def loop_between_passes(event: asyncio.Event) -> str:
+        while True:
+            await wait_event(event, 10.0)
+            event.clear()
+            return "went on"
+
+    async def main() -> None:
+        event = asyncio.Event()
+        task = asyncio.create_task(loop_between_passes(event))
+        await asyncio.sleep(0)  # it waits
+        event.set()
+        task.cancel()  # in the same iteration
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+def test_wait_event_says_whether_the_event_came_in_time() -> None:
+    async def main() -> None:
+        event = asyncio.Event()
+        assert not await wait_event(event, 0.01)
+        asyncio.get_running_loop().call_later(0.01, event.set)
+        assert await wait_event(event, 5.0)
 
     asyncio.run(main())
