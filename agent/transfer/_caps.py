@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from reservoir.agent.telemetry import sample
 from reservoir.common.errors import ReservoirError
 
 log = logging.getLogger("reservoir.copy")
@@ -117,8 +118,12 @@ class StreamCaps:
     def _lift(self, applied: _Applied) -> None:
         if applied.cwnd is not None and self.capper is not None:
             self.capper.clear(applied.sock)
-        rate_based = applied.cwnd is not None and self.mechanism == RATE_BASED
-        if applied.pacing is not None or rate_based or applied.start_paced or applied.cap_paced:
+        if (
+            applied.pacing is not None
+            or self._rate_capped(applied)
+            or applied.start_paced
+            or applied.cap_paced
+        ):
             set_pacing_rate(applied.sock, NO_PACING)
 
     def tick(self) -> None:
@@ -155,16 +160,19 @@ class StreamCaps:
         rate the coordinator or a rate-based cap set: those own the option then)."""
         if not applied.start_paced:
             return
-        rate_based = applied.cwnd is not None and self.mechanism == RATE_BASED
-        if applied.pacing is not None or rate_based:
+        if applied.pacing is not None or self._rate_capped(applied):
             applied.start_paced = False
             return
-        held = max(JUMP_PACED_MIN, JUMP_PACED * _srtt(applied.sock))
+        held = max(JUMP_PACED_MIN, JUMP_PACED * (sample(applied.sock).rtt or 0) / 1e6)
         if time.monotonic() - applied.since < held:
             return
         applied.start_paced = False
         if pacing_rate(applied.sock) != NO_PACING:
             set_pacing_rate(applied.sock, NO_PACING)
+
+    def _rate_capped(self, applied: _Applied) -> bool:
+        """Whether the stream's cwnd cap is itself a pacing rate (the fallback)."""
+        return applied.cwnd is not None and self.mechanism == RATE_BASED
 
     def _apply_cwnd(self, applied: _Applied, wanted: int | None) -> None:
         if self.capper is None or wanted == applied.cwnd:
@@ -180,7 +188,7 @@ class StreamCaps:
     def _apply_pacing(self, applied: _Applied, wanted: int | None) -> None:
         """SO_MAX_PACING_RATE.  Where the cwnd cap is itself a pacing rate (the
         fallback), both share the option: the lower one is kept, every tick."""
-        shared = applied.cwnd is not None and self.mechanism == RATE_BASED
+        shared = self._rate_capped(applied)
         if wanted == applied.pacing and not shared:
             return
         applied.pacing = wanted
@@ -220,20 +228,10 @@ def _start_paced(sock: socket.socket) -> bool:
 
 def _cap_rate(sock: socket.socket, cap: int) -> int | None:
     """cap x MSS / srtt in bytes/s; None where TCP_INFO has no srtt or MSS yet."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 72)
-    if len(info) < 72:
+    info = sample(sock)
+    if not info.snd_mss or not info.rtt:
         return None
-    mss, srtt = (int(struct.unpack_from("=I", info, at)[0]) for at in (16, 68))
-    if not mss or not srtt:
-        return None
-    return -(-cap * mss * 1_000_000 // srtt)
-
-
-def _srtt(sock: socket.socket) -> float:
-    """The smoothed round trip of ``sock`` in seconds (TCP_INFO's tcpi_rtt)."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 72)
-    micros: int = struct.unpack_from("=I", info, 68)[0]
-    return micros / 1e6
+    return -(-cap * info.snd_mss * 1_000_000 // info.rtt)
 
 
 def pacing_rate(sock: socket.socket) -> int:
