@@ -7,13 +7,13 @@ import asyncio
 import socket
 from pathlib import Path
 
+from test_control_copies import FakeEngine
+
 from reservoir.agent.control import CopyCreate, CopyManager
 from reservoir.agent.control.jump import PAYLOAD_PER_FRAME, jump_rates
 from reservoir.agent.control.models import NicPublic
 from reservoir.agent.initiator import ANY_LOCAL
-from reservoir.agent.transfer import CopyOptions, CopySummary
-
-SIZE = 8 << 20
+from reservoir.agent.transfer import CopyOptions
 
 
 def nic(name: str, *addresses: str) -> NicPublic:
@@ -36,21 +36,6 @@ def test_with_one_paced_nic_connections_without_a_local_address_start_at_its_rat
     assert rates == {"10.1.0.1": share, ANY_LOCAL: share}
 
 
-class Recorder:
-    """Stands for the engine: keeps the options of each run."""
-
-    def __init__(self) -> None:
-        self.options: list[CopyOptions] = []
-
-    async def __call__(
-        self, source: str, dest: object, options: CopyOptions, *, progress: object = None
-    ) -> CopySummary:
-        self.options.append(options)
-        return CopySummary(
-            source, str(dest), 0, SIZE, 1 << 20, 1.0, "ab" * 16, True, SIZE, 0, 0, 0, 0, ""
-        )
-
-
 class Starter:
     def jump_start(self, sock: socket.socket, remote: tuple[str, int], rate: int) -> bytes:
         raise AssertionError("the manager only hands the starter to the engine")
@@ -61,7 +46,7 @@ class Starter:
 
 def run_one(tmp_path: Path, starter: Starter | None, caps: dict[str, object] | None) -> CopyOptions:
     async def main() -> CopyOptions:
-        engine = Recorder()
+        engine = FakeEngine(block=False)
         manager = CopyManager(tmp_path, copy_fn=engine)
         manager.starter = starter
         body: dict[str, object] = {"source": "/src.img", "dest": "/dst.img", "streams": 8}
@@ -69,12 +54,12 @@ def run_one(tmp_path: Path, starter: Starter | None, caps: dict[str, object] | N
             body["caps"] = caps
         job = manager.create(CopyCreate.model_validate(body))
         for _ in range(200):
-            if engine.options:
+            if engine.calls:
                 break
             await asyncio.sleep(0.01)
         await manager.close()
-        assert engine.options, f"the copy never ran: {job.state}"
-        return engine.options[0]
+        assert engine.calls, f"the copy never ran: {job.state}"
+        return engine.calls[0]
 
     return asyncio.run(main())
 
