@@ -39,6 +39,7 @@ from reservoir.agent.initiator._reservation import (
     pr_register,
     pr_release,
     pr_reserve,
+    pr_unregister,
 )
 from reservoir.agent.initiator._session import RecoveryPolicy, Session
 from reservoir.agent.initiator._transport import (
@@ -90,6 +91,7 @@ __all__ = [
     "pr_register",
     "pr_release",
     "pr_reserve",
+    "pr_unregister",
     "supports_hash_range",
     "tcp_connect",
     "with_congestion",

@@ -22,6 +22,7 @@ __all__ = [
     "pr_register",
     "pr_release",
     "pr_reserve",
+    "pr_unregister",
 ]
 
 PR_IN, PR_OUT = 0x5E, 0x5F
@@ -44,6 +45,13 @@ def _in(action: int) -> bytes:
 async def pr_register(session: Session, lun: int, key: int) -> None:
     """Registers this session's I_T nexus with ``key`` (REGISTER AND IGNORE EXISTING KEY)."""
     cdb, params = _out(REGISTER_AND_IGNORE, 0, key)
+    await session.scsi(lun, cdb, data_out=params)
+
+
+async def pr_unregister(session: Session, lun: int) -> None:
+    """Removes this session's registration (REGISTER AND IGNORE EXISTING KEY with a
+    service action key of 0); a holder's reservation goes with it (SPC-4 5.14.11.2.3)."""
+    cdb, params = _out(REGISTER_AND_IGNORE, 0, 0)
     await session.scsi(lun, cdb, data_out=params)
 
 

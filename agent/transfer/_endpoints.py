@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -55,13 +56,16 @@ from reservoir.agent.transfer._hold import (
     REGISTERED,
     RESERVED,
     PrState,
-    check_free,
+    claim,
     hold_by_registration,
     holder_gone,
     read_pr_state,
-    take,
+    settle,
+    unclaim,
     writes_allowed,
 )
+
+log = logging.getLogger("reservoir.copy")
 
 ISCSI_PORT = 3260
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
@@ -339,7 +343,7 @@ class RemoteSide:
         # (the streams' and the probe's: not a path monitor's heartbeat sessions)
         self._keys: dict[Session, SessionKey] = {}  # the pool's sessions and their keys
         self._registered: set[Session] = set()  # under the copy's key, or may be (_hold)
-        self._holding: set[Session] = set()  # registered by take_hold
+        self._holding: set[Session] = set()  # registered by the probe's claim
         self._cleared = False  # the copy's CLEAR removed every registration
         self._clearer: Session | None = None  # the session that sent it
         self._retired: dict[Session, None] = {}  # to give back at close, in order
@@ -417,19 +421,46 @@ class RemoteSide:
         for stream, path in streams.items():
             self._early[stream] = (path, loop.create_task(self._open(path)))
 
-    async def probe(self) -> None:
+    async def probe(self, hold: int | None = None) -> None:
         """The LUN's size, block size and whether it hashes: asked on the first early
-        session that logs in, or on a session of its own (without a path)."""
+        session that logs in, or on a session of its own (without a path). A
+        destination's reservations are read, and with the copy's ``hold`` key the LUN
+        is held under it in the same round trip (see :meth:`_ask`)."""
         session = await self._first_early()
         if session is None:  # no stream's session logged in: one of its own
             session = self._own = await self._open(None)
         self._prober = session
-        await self._ask(session)
+        await self._ask(session, hold if self.destination else None)
         if not self.destination:
             await self._close_own()  # only a destination's is needed again (to hold it)
 
-    async def _ask(self, session: Session) -> None:
-        """Size, HASH RANGE, designator and (a destination) reservations at once."""
+    async def _ask(self, session: Session, hold: int | None) -> None:
+        """Size, HASH RANGE, designator and (a destination) reservations at once; with
+        ``hold``, the claim of the LUN beside them: the prober registers and reserves,
+        the other early sessions that are in register. The claim is judged once the
+        reservations are read (_hold.settle), and taken back if it must not stand."""
+        lun = self.where.lun
+        others = [s for s in self._early_in() if s is not session] if hold is not None else []
+        if hold is not None:  # first: a failure leaves them so
+            self._registered.update([session, *others])
+        facts, claimed, *answers = await asyncio.gather(
+            self._facts(session),
+            claim(session, lun, hold) if hold is not None else _unclaimed(),
+            *(pr_register(s, lun, hold) for s in others if hold is not None),
+            return_exceptions=True,
+        )
+        try:
+            if isinstance(facts, BaseException):
+                raise facts
+            if isinstance(claimed, BaseException):
+                raise claimed
+            if hold is not None:
+                await self._settle(hold, claimed, others, answers)
+        except BaseException:
+            await self.unclaim()
+            raise
+
+    async def _facts(self, session: Session) -> None:
         lun = self.where.lun
         (blocks, self.block_size), self.hashes, self.device, pr = await asyncio.gather(
             session.capacity(lun),
@@ -440,41 +471,44 @@ class RemoteSide:
         self.size = blocks * self.block_size
         self.pr_state = pr
 
+    async def _settle(
+        self, key: int, claimed: bool | None, others: list[Session], answers: Sequence[object]
+    ) -> None:
+        """The LUN held under ``key`` (or refused, _hold.settle), as claimed by the
+        prober and registered by ``others``; unheld where the target has no
+        persistent reservations."""
+        if claimed is None or not self.pr_state.supported:
+            log.warning("%s: the target has no persistent reservations; it is not held", self.label)
+            if claimed is None:
+                self._registered.clear()  # nothing could register
+            await self.unclaim()
+            await self._close_own()  # (holding, it stays in: a target may need it, _hold)
+            return
+        resumed = settle(self.pr_state, key, claimed, self.label)
+        self.hold, self.hold_kind = key, RESERVED
+        # a resumed copy's holder was a session of the run before
+        self._holder = None if resumed else self._prober
+        ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
+        self._holding = {s for s in (self._prober, *ok) if s is not None}
+        log.info("%s held for the copy (reservation key 0x%016x)", self.label, key)
+
+    async def unclaim(self) -> None:
+        """Takes back the hold of a copy refused before its first write (_hold.unclaim):
+        nothing of the refused copy stays on the LUN."""
+        if not self._registered:
+            return
+        lun = self.where.lun
+        done = await unclaim(list(self._registered), self._holder, lun)
+        self._registered.difference_update(done)
+        self._holding.clear()
+        self.hold, self.hold_kind, self._holder = None, "", None
+
     async def arm_receipts(self) -> None:
         """Asks the target, on the session that probed it, to keep receipts of the
         copy's writes (where it hashes: only our target has receipts)."""
         assert self._prober is not None, "probe() first"
         if self.hashes:
             await arm_receipts(self._prober, self.where.lun)
-
-    async def take_hold(self, key: int) -> None:
-        """Reserves the LUN for the copy under ``key`` (see _hold) on the session that
-        probed it, while the other early sessions that are in register the key (their
-        round trip hidden under the reservation's); the streams' other sessions register
-        as they are taken."""
-        assert self._prober is not None, "probe() first"
-        others: list[Session] = []
-        resumed = False  # the LUN is reserved under the key already (a resumed copy)
-        if self.pr_state.supported:
-            resumed = check_free(self.pr_state, key, self.label)  # before registering
-            others = [s for s in self._early_in() if s is not self._prober]
-        self._registered.update([self._prober, *others])  # first: a failure leaves them so
-        held, *answers = await asyncio.gather(
-            take(self._prober, self.where.lun, key, self.pr_state, self.label),
-            *(pr_register(s, self.where.lun, key) for s in others),
-            return_exceptions=True,
-        )
-        if isinstance(held, BaseException):
-            raise held
-        if held:
-            self.hold, self.hold_kind = key, RESERVED
-            # a resumed copy's holder was a session of the run before
-            self._holder = None if resumed else self._prober
-            ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
-            self._holding = {self._prober, *ok}  # a failed one registers again when taken
-        else:  # the target has no persistent reservations: nothing was registered
-            self._registered.discard(self._prober)
-            await self._close_own()  # (holding, it stays in: a target may need it, _hold)
 
     async def _check_writers(self, session: Session) -> None:
         """Before the first session that is not the holder writes: whether the target
@@ -563,6 +597,10 @@ async def _no_pr() -> PrState:
     return PrState()
 
 
+async def _unclaimed() -> bool | None:
+    return None
+
+
 async def _discard_early(
     task: asyncio.Task[Session], retire: Callable[[Session], Awaitable[None]]
 ) -> None:
@@ -606,22 +644,26 @@ async def open_dest(
     early: dict[int, PathSpec | None] | None = None,
     *,
     mode: int = 0o600,
+    hold: int | None = None,
 ) -> Side:
     """The destination; a missing or smaller regular file is extended to ``needed``
     (a new one created with ``mode``); a remote one probed, with ``early`` streams
-    logging in meanwhile, its reservations read (to hold it, see _hold)."""
+    logging in meanwhile, its reservations read and, given the copy's ``hold`` key,
+    held under it in the same round trip (see _hold)."""
     where = parse_location(text)
     if isinstance(where, RemoteLun):
         label = f"destination LUN {where.lun} of {where.iqn}"
-        return await _probed(RemoteSide(where, login, label, destination=True), early)
+        return await _probed(RemoteSide(where, login, label, destination=True), early, hold)
     _grow_file(where, needed, mode)
     return LocalSide(await open_volume(where, direct=False), f"destination {where}", where)
 
 
-async def _probed(side: RemoteSide, early: dict[int, PathSpec | None] | None) -> RemoteSide:
+async def _probed(
+    side: RemoteSide, early: dict[int, PathSpec | None] | None, hold: int | None = None
+) -> RemoteSide:
     side.open_early(early or {})
     try:
-        await side.probe()
+        await side.probe(hold)
     except BaseException:
         await side.close()
         raise

@@ -352,32 +352,24 @@ async def _copy_from(
     offset, length = _resolve_range(src, options.range)
     unit = options.stripe_unit if len(dests) > 1 else 0
     needs = member_ends(offset, length, unit, len(dests)) if unit > 0 else [offset + length]
+    key = hold_key(source, dests, options.checkpoint)
     dsts: list[Side] = []
     mode = _new_file_mode(source)
     try:
-        for pair, (text, need) in enumerate(zip(dests, needs, strict=True)):
-            first = pair * options.streams
-            early = _early(paths, range(first, first + options.streams))
-            dsts.append(await open_dest(text, login, need, early, mode=mode))
-        ends = [(source, src.device), *((t, d.device) for t, d in zip(dests, dsts, strict=True))]
-        check_distinct(ends)
-        for dst, need in zip(dsts, needs, strict=True):
-            _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
-        plan = _make_plan(
-            offset,
-            length,
-            extent_size=options.extent_size,
-            block_size=max(src.block_size, *(d.block_size for d in dsts)),
-            pairs=tuple(ServerPair(source, d, options.streams) for d in dests),
-            stripe_unit=unit,
-        )
-        checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
-        key = hold_key(source, dests, options.checkpoint)
+        try:  # each remote destination is held as it is probed; refused, it is not
+            for pair, (text, need) in enumerate(zip(dests, needs, strict=True)):
+                first = pair * options.streams
+                early = _early(paths, range(first, first + options.streams))
+                dsts.append(await open_dest(text, login, need, early, mode=mode, hold=key))
+            plan, checkpoint = _admit(
+                src, dsts, needs, source=source, dests=dests, span=(offset, length), options=options
+            )
+        except BaseException:
+            await _unclaim(dsts)
+            raise
         remote = [d for d in dsts if isinstance(d, RemoteSide)]
-        await asyncio.gather(  # receipts asked for beside the hold: no round trip more
-            *(d.take_hold(key) for d in remote),
-            *(d.arm_receipts() for d in remote if options.by_receipts),
-        )
+        if options.by_receipts:
+            await asyncio.gather(*(d.arm_receipts() for d in remote))
         run = Run(
             plan,
             src,
@@ -392,6 +384,42 @@ async def _copy_from(
     finally:
         for dst in dsts:
             await dst.close()
+
+
+def _admit(
+    src: Side,
+    dsts: list[Side],
+    needs: list[int],
+    *,
+    source: str,
+    dests: list[str],
+    span: tuple[int, int],
+    options: CopyOptions,
+) -> tuple[Plan, ck.Checkpoint]:
+    """The copy's plan and checkpoint once its ends are known distinct devices and its
+    destinations large enough; CopyError before any write otherwise."""
+    offset, length = span
+    ends = [(source, src.device), *((t, d.device) for t, d in zip(dests, dsts, strict=True))]
+    check_distinct(ends)
+    for dst, need in zip(dsts, needs, strict=True):
+        _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
+    plan = _make_plan(
+        offset,
+        length,
+        extent_size=options.extent_size,
+        block_size=max(src.block_size, *(d.block_size for d in dsts)),
+        pairs=tuple(ServerPair(source, d, options.streams) for d in dests),
+        stripe_unit=options.stripe_unit if len(dests) > 1 else 0,
+    )
+    return plan, _checkpoint(source, " + ".join(dests), plan, options)
+
+
+async def _unclaim(dsts: Sequence[Side]) -> None:
+    """Takes back the holds of a copy refused before its first write, the last
+    destination's first (one LUN under two spellings: the holder goes last)."""
+    for dst in reversed(dsts):
+        if isinstance(dst, RemoteSide):
+            await dst.unclaim()
 
 
 def _new_file_mode(source: str) -> int:

@@ -13,6 +13,15 @@ the same key and finds its reservation still there; a LUN reserved or registered
 under another key is refused. A target without persistent reservations is written
 unheld, with a warning.
 
+The hold is claimed in the probe's round trip, not after it (:func:`claim`): the
+session that probes registers and reserves while the LUN's reservations are read,
+and the other sessions that are in register; the first write then leaves one round
+trip after the copy was asked for on warm sessions, not two. The claim is judged
+against what was read (:func:`settle`): a LUN someone else holds or registered on, a
+LUN that is the same device as another end of the copy, or one too small, is refused
+as before, and the claim taken back (:func:`unclaim`) before the copy ends, so nothing
+of a refused copy stays on the LUN.
+
 SPC lets every registered I_T nexus write under that reservation, but some targets
 let only the nexus that reserved write: LIO treats the other sessions of an initiator
 name (other ISIDs) as unregistered while one of them holds the reservation. So the
@@ -33,11 +42,12 @@ import hashlib
 import logging
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from reservoir.agent.initiator import (
     WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+    InitiatorError,
     ScsiError,
     Session,
     pr_clear,
@@ -46,6 +56,7 @@ from reservoir.agent.initiator import (
     pr_register,
     pr_release,
     pr_reserve,
+    pr_unregister,
 )
 from reservoir.agent.transfer._errors import CopyError
 
@@ -111,26 +122,13 @@ def check_free(state: PrState, key: int, label: str) -> bool:
     return state.reservation == (key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
 
 
-async def take(session: Session, lun: int, key: int, state: PrState, label: str) -> bool:
-    """Registers ``session`` and reserves the LUN (unless this copy already does);
-    False where the target has no persistent reservations (the copy goes unheld)."""
-    if not state.supported:
-        log.warning("%s: the target has no persistent reservations; it is not held", label)
-        return False
-    if check_free(state, key, label):
-        await pr_register(session, lun, key)
-    else:
-        await register_and_reserve(session, lun, key)
-    log.info("%s held for the copy (reservation key 0x%016x)", label, key)
-    return True
-
-
-async def register_and_reserve(session: Session, lun: int, key: int) -> None:
+async def register_and_reserve(session: Session, lun: int, key: int) -> bool:
     """REGISTER and RESERVE in one round trip: sent back to back on one session, which
-    the target takes in command order. Where it ran the RESERVE first (a target may run
-    simple tasks side by side; or the REGISTER was sent again after a unit attention),
-    the RESERVE found the session not yet registered (RESERVATION CONFLICT) and is sent
-    again now that it is; one that conflicts then is someone else's reservation."""
+    the target takes in command order; whether the session holds the reservation.
+    Where the target ran the RESERVE first (it may run simple tasks side by side; or
+    the REGISTER was sent again after a unit attention), the RESERVE found the session
+    not yet registered (RESERVATION CONFLICT) and is sent again now that it is; one
+    that conflicts then is held by another nexus (False)."""
     registered, reserved = await asyncio.gather(
         pr_register(session, lun, key),
         pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY),
@@ -139,9 +137,66 @@ async def register_and_reserve(session: Session, lun: int, key: int) -> None:
     if isinstance(registered, BaseException):
         raise registered
     if isinstance(reserved, ScsiError) and reserved.status == RESERVATION_CONFLICT:
-        await pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+        try:
+            await pr_reserve(session, lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+        except ScsiError as exc:
+            if exc.status == RESERVATION_CONFLICT:
+                return False
+            raise
     elif isinstance(reserved, BaseException):
         raise reserved
+    return True
+
+
+async def claim(session: Session, lun: int, key: int) -> bool | None:
+    """Registers ``session`` under ``key`` and reserves the LUN, sent beside the probe
+    that reads the LUN's reservations (:func:`settle` judges the two together, and
+    :func:`unclaim` takes the claim back where the copy is refused): True if the session
+    now holds the reservation; False if another I_T nexus holds one (the earlier run of
+    a resumed copy, or someone else); None if the target has no persistent reservations."""
+    try:
+        return await register_and_reserve(session, lun, key)
+    except ScsiError as exc:
+        if exc.sense_key == ILLEGAL_REQUEST:
+            return None
+        raise
+
+
+def settle(state: PrState, key: int, reserved: bool, label: str) -> bool:
+    """Whether the LUN was this copy's before its claim (a resumed copy: the earlier
+    run's nexus holds the reservation, ``reserved`` False), from its reservations as
+    read beside the claim, before or after it (a target may run the two side by side);
+    HoldError where another initiator holds the LUN or registered on it."""
+    if reserved and state.reservation is not None and state.reservation[0] == key:
+        state = replace(state, reservation=None)  # the read saw the claim's own reservation
+    resumed = check_free(state, key, label)
+    if not reserved and not resumed:  # reserved by someone after the read
+        raise HoldError(
+            f"{label} is reserved by another initiator; it may be another copy's destination"
+        )
+    return resumed
+
+
+async def unclaim(sessions: Sequence[Session], holder: Session | None, lun: int) -> list[Session]:
+    """Takes back a claim of a copy refused before its first write: the registrations
+    of ``sessions`` go, the holder's last (its reservation goes with it, and nobody is
+    left registered to be told); the sessions whose registration went. A resumed copy
+    has no holder of its own: the earlier run's registration and reservation stay."""
+    others = [s for s in sessions if s is not holder]
+    answers: list[BaseException | None] = list(
+        await asyncio.gather(*(pr_unregister(s, lun) for s in others), return_exceptions=True)
+    )
+    done = [s for s, answer in zip(others, answers, strict=True) if answer is None]
+    if holder is not None and holder in sessions:
+        try:
+            await pr_unregister(holder, lun)
+            done.append(holder)
+        except (InitiatorError, OSError, TimeoutError) as exc:
+            answers.append(exc)
+    failed = [a for a in answers if a is not None]
+    if failed:
+        log.warning("the hold of a refused copy could not all be taken back: %s", failed[0])
+    return done
 
 
 def check_distinct(ends: Sequence[tuple[str, str | None]]) -> None:

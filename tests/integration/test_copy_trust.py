@@ -19,7 +19,15 @@ import pytest
 
 from reservoir.agent.control.copies import CopyManager
 from reservoir.agent.control.models import CapsBase, CopyCreate, CopyState
-from reservoir.agent.initiator import ScsiError, Session
+from reservoir.agent.initiator import (
+    WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
+    ScsiError,
+    Session,
+    pr_read_keys,
+    pr_read_reservation,
+    pr_register,
+    pr_reserve,
+)
 from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
 from reservoir.agent.transfer import _endpoints as endpoints
 from reservoir.agent.transfer import _hold as hold
@@ -155,6 +163,76 @@ def test_the_destination_is_held_through_a_pause_and_released_when_the_copy_ends
     assert summary.hold == "reservation" and summary.verified and summary.skipped_extents >= 2
     data = lun.read_bytes()
     assert data[512:] == source.read_bytes()[512:] and data[:512] == b"\xee" * 512
+
+
+async def reservations(target: ReservoirTarget) -> tuple[list[int], tuple[int, int] | None]:
+    """The LUN's registered keys and reservation, as another initiator reads them."""
+    async with await Session.open(
+        "127.0.0.1", target.port, target.iqn, initiator_name=OTHER
+    ) as other:
+        return await pr_read_keys(other, 0), await pr_read_reservation(other, 0)
+
+
+@pytest.mark.parametrize("refusal", ["two-spellings", "own-backing-file", "no-checkpoint"])
+def test_a_copy_refused_after_its_claim_leaves_nothing_on_the_lun(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget, refusal: str
+) -> None:
+    """The hold is claimed in the probe's round trip: a copy refused once the probe
+    answered takes it back, and the LUN is as free and as unwritten as before."""
+    before = sha(lun)
+    url = target.url(0)
+    source_text, dests, opts = str(source), [url], options(tmp_path)
+    if refusal == "two-spellings":
+        dests.append(url.replace("127.0.0.1", "localhost"))
+        opts.stripe_unit = 4 << 20
+    elif refusal == "own-backing-file":
+        source_text = str(lun)
+    else:
+        opts.resume = True
+    with pytest.raises(CopyError, match=r"same device|no checkpoint"):
+        asyncio.run(copy(source_text, dests, opts))
+    assert asyncio.run(reservations(target)) == ([], None)
+    asyncio.run(other_host_write(target))  # nobody holds it
+    assert sha(lun) != before and lun.read_bytes()[512:] == b"\x5a" * (SIZE - 512)
+
+
+def test_a_destination_another_initiator_holds_keeps_only_their_hold(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    theirs = 0x77
+
+    async def scenario() -> tuple[list[int], tuple[int, int] | None]:
+        async with await Session.open(
+            "127.0.0.1", target.port, target.iqn, initiator_name=OTHER
+        ) as other:
+            await pr_register(other, 0, theirs)
+            await pr_reserve(other, 0, theirs, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+            with pytest.raises(CopyError, match="reserved by another initiator"):
+                await copy(str(source), target.url(0), options(tmp_path))
+            return await pr_read_keys(other, 0), await pr_read_reservation(other, 0)
+
+    before = sha(lun)
+    assert asyncio.run(scenario()) == ([theirs], (theirs, WRITE_EXCLUSIVE_REGISTRANTS_ONLY))
+    assert sha(lun) == before
+
+
+def test_a_resume_refused_after_its_claim_keeps_the_earlier_runs_hold(
+    tmp_path: Path, source: Path, target: ReservoirTarget
+) -> None:
+    url = target.url(0)
+    first = options(tmp_path, streams=1, depth=1)
+    key = hold.hold_key(str(source), [url], first.checkpoint)
+
+    async def scenario() -> None:
+        await paused_copy(source, url, first, extents=1)
+        other_plan = options(tmp_path, resume=True, extent_size=2 * EXTENT)
+        with pytest.raises(CopyError, match="for another copy"):
+            await copy(str(source), url, other_plan)
+        await assert_kept_out(target)
+        keys, reservation = await reservations(target)
+        assert set(keys) == {key} and reservation == (key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+
+    asyncio.run(scenario())
 
 
 def test_a_copy_into_our_target_writes_from_every_stream_without_asking_first(

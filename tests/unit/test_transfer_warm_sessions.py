@@ -9,7 +9,8 @@ from typing import cast
 
 from fake_sessions import FakeSession
 
-from reservoir.agent.initiator import Session, SessionKey, SessionPool
+from reservoir.agent.initiator import ScsiReply, Session, SessionKey, SessionPool
+from reservoir.agent.initiator._hash_range import SUPPORTED, VENDOR
 from reservoir.agent.transfer._endpoints import Login, RemoteChannel, RemoteLun, RemoteSide
 
 IQN = "iqn.2026-11.org.reservoir:warm"
@@ -17,7 +18,8 @@ ME = "iqn.2026-11.org.reservoir:unit"
 LUN = RemoteLun("10.0.1.2", 3260, IQN, 0)
 KEY = SessionKey("10.0.1.2", 3260, IQN, ME)  # what the side's sessions without a path are
 HOLD = 0x1234
-PR_OUT = 0x5F
+PR_IN, PR_OUT = 0x5E, 0x5F
+INQUIRY, REPORT_SUPPORTED_OPCODES = 0x12, 0xA3
 
 
 Test = Callable[[SessionPool[Session], RemoteSide, FakeSession], Awaitable[None]]
@@ -149,3 +151,91 @@ def test_the_next_copy_probes_on_the_session_its_clear_left_no_unit_attention() 
             await pool.close()
 
     asyncio.run(main())
+
+
+class Rounds:
+    """A network whose answers all arrive together: commands sent while the others
+    wait are in one round trip; :meth:`drive` answers them and counts the rounds."""
+
+    def __init__(self) -> None:
+        self.round = 0
+        self.waiting: list[asyncio.Future[None]] = []
+
+    async def drive(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        while not task.done():
+            for _ in range(50):  # everything that can be sent now is sent
+                await asyncio.sleep(0)
+            waiting, self.waiting = self.waiting, []
+            for future in waiting:
+                future.set_result(None)
+            self.round += bool(waiting)
+        await task
+
+
+def _our_targets_answer(cdb: bytes, length: int) -> bytes:
+    """What our target says to the probe (its vendor, HASH RANGE supported, a VPD page
+    without designators); zeros to the rest (no reservation, no keys)."""
+    if cdb[0] == INQUIRY and cdb[1] & 1:
+        data = bytes([0, cdb[2]])
+    elif cdb[0] == INQUIRY:
+        data = bytes(8) + VENDOR
+    elif cdb[0] == REPORT_SUPPORTED_OPCODES:
+        data = bytes([0, SUPPORTED])
+    else:
+        data = b""
+    return data.ljust(length, b"\0")[:length]
+
+
+class RoundSession(FakeSession):
+    """A warm session whose commands are answered when :class:`Rounds` says."""
+
+    def __init__(self, name: str, rounds: Rounds) -> None:
+        super().__init__(name)
+        self.rounds = rounds
+        self.sent: list[tuple[int, int]] = []  # (round, operation code)
+
+    async def scsi(
+        self,
+        lun: int,
+        cdb: bytes,
+        data_out: bytes | memoryview = b"",
+        read_length: int = 0,
+        timeout: float | None = None,
+    ) -> ScsiReply:
+        self.sent.append((self.rounds.round, cdb[0]))
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.rounds.waiting.append(answer)
+        await answer
+        await super().scsi(lun, cdb, data_out, read_length, timeout)
+        return ScsiReply(0, _our_targets_answer(cdb, read_length), b"")
+
+    async def capacity(self, lun: int) -> tuple[int, int]:
+        await self.scsi(lun, bytes([0x9E, 0x10]) + bytes(14), read_length=32)
+        return 1 << 20, 512
+
+
+def test_a_destination_is_probed_and_held_in_one_round_trip_its_streams_ready_to_write() -> None:
+    """On warm sessions the probe, the reservation and every other stream's
+    registration leave together: after one round trip the LUN is held and each
+    stream's session may write, with no command more."""
+
+    async def main() -> None:
+        rounds, pool = Rounds(), SessionPool[Session]()
+        warm = [RoundSession(f"warm{i}", rounds) for i in range(3)]
+        for fake in warm:
+            await pool.put(KEY, cast(Session, fake))
+        side = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=True)
+        side.open_early({i: None for i in range(3)})
+        await rounds.drive(side.probe(HOLD))
+        assert rounds.round == 1 and side.hold == HOLD
+        assert {code for fake in warm for _, code in fake.sent} >= {PR_IN, PR_OUT}
+        sent = sum(len(fake.sent) for fake in warm)
+        channels = [await side.channel(i, None) for i in range(3)]
+        assert sum(len(fake.sent) for fake in warm) == sent  # nothing more before a write
+        assert {cast(RemoteChannel, c).session for c in channels} == {
+            cast(Session, f) for f in warm
+        }
+        await pool.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
