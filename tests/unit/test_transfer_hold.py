@@ -154,7 +154,7 @@ def test_a_claim_that_met_this_copys_reservation_is_a_resume() -> None:
     ids=["reserved-by-another", "registered-by-another", "reserved-after-the-read"],
 )
 def test_a_claim_on_a_lun_someone_else_holds_is_refused(read: PrState, reserved: bool) -> None:
-    with pytest.raises(HoldError, match="another initiator|other initiators"):
+    with pytest.raises(HoldError, match=r"another initiator|other initiators"):
         settle(read, KEY, reserved, "the LUN")
 
 
