@@ -560,16 +560,15 @@ class Run:
 
     async def _execute(self) -> None:
         self._phase("source and destination open")
-        workers = await self._open_streams()
-        for worker in workers:
-            self._start(worker)
-        caps = self.options.stream_caps
-        jumped = f" ({len(caps.jumped)} at their paced rate)" if caps and caps.jumped else ""
-        self._phase(f"{len(workers)} of {self.plan.streams} streams open{jumped}")
-        ticker = asyncio.create_task(self._tick())
-        if self.monitor is not None:
-            self.monitor.start()
+        ticker: asyncio.Task[None] | None = None
         try:
+            workers = await self._open_streams()
+            caps = self.options.stream_caps
+            jumped = f" ({len(caps.jumped)} at their paced rate)" if caps and caps.jumped else ""
+            self._phase(f"{len(workers)} of {self.plan.streams} streams open{jumped}")
+            ticker = asyncio.create_task(self._tick())
+            if self.monitor is not None:
+                self.monitor.start()
             await self._supervise()
             self._check_complete()
             self._phase(
@@ -579,7 +578,8 @@ class Run:
             )
             await self._end()
         finally:
-            ticker.cancel()
+            if ticker is not None:
+                ticker.cancel()
             await finish(self._stop())
         self._phase("sessions closed")
         self._report()
@@ -655,8 +655,19 @@ class Run:
         return len(self.checkpoint.done) >= len(self.plan.extents)
 
     async def _open_streams(self) -> list[StreamWorker]:
+        """Opens every stream, each starting to write as soon as it is open: a stream
+        whose session is in and registered does not wait for the slowest (a cold copy's
+        sessions that logged in after the probe register a round trip later). A stream
+        that cannot connect is left out; another error stops the copy (:meth:`_stop`
+        closes the streams already started)."""
+
+        async def open_and_start(index: int) -> StreamWorker:
+            worker = await self._open_stream(index)
+            self._start(worker)
+            return worker
+
         opened = await asyncio.gather(
-            *(self._open_stream(i) for i in range(self.plan.streams)), return_exceptions=True
+            *(open_and_start(i) for i in range(self.plan.streams)), return_exceptions=True
         )
         workers: list[StreamWorker] = []
         for stats, result in zip(self.stats, opened, strict=True):
@@ -665,7 +676,6 @@ class Run:
             elif isinstance(result, InitiatorError | OSError | TimeoutError):
                 stats.error = f"{type(result).__name__}: {result}"
             else:
-                await self._close(workers)
                 raise result
         if not workers:
             raise CopyError(f"no stream could connect: {self.stats[0].error}")
