@@ -29,7 +29,7 @@ from reservoir.agent.initiator._transport import (
     Connector,
     PduSink,
     TcpTransport,
-    _connect,
+    connect_socket,
     tcp_connect,
 )
 
@@ -68,22 +68,18 @@ async def _jump_connect(
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(*to, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    key: bytes | None = None
-    try:
-        sock.setblocking(False)
-        wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
-        sock.bind((local_address or wildcard, 0))
-        key = starter.jump_start(sock, (str(address[0]), int(address[1])), rate)
+    keys: list[bytes] = []
+
+    def announce(sock: socket.socket) -> None:  # bound: the kernel knows its local port
+        keys.append(starter.jump_start(sock, (str(address[0]), int(address[1])), rate))
         sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=Q", rate))
-        await _connect(loop, sock, address)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _, protocol = await loop.create_connection(lambda: TcpTransport(sink), sock=sock)
-    except BaseException:
-        sock.close()
-        raise
+
+    wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
+    local = (local_address or wildcard, 0)
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        return await connect_socket(sock, address, sink, local=local, prepare=announce)
     finally:
-        if key is not None:  # consumed at the handshake; here only if it never came
+        for key in keys:  # consumed at the handshake; here only if it never came
             with contextlib.suppress(OSError):
                 starter.withdraw_start(key)
-    return protocol

@@ -224,10 +224,29 @@ async def mptcp_connect(
             f"the kernel refuses MPTCP sockets ({exc.strerror}): it needs CONFIG_MPTCP "
             "and sysctl net.mptcp.enabled=1",
         ) from exc
+    local = (local_address, 0) if local_address else None
+    return await connect_socket(sock, address, sink, local=local)
+
+
+async def connect_socket(
+    sock: socket.socket,
+    address: tuple[Any, ...],
+    sink: PduSink,
+    *,
+    local: tuple[str, int] | None = None,
+    prepare: Callable[[socket.socket], None] | None = None,
+) -> TcpTransport:
+    """The steps of a connection made on a socket of one's own: bound to ``local`` if
+    given, handed to ``prepare`` (options to set before the handshake), connected
+    without blocking (:func:`_connect`), TCP_NODELAY where the protocol has it, made a
+    transport; the socket is closed on any failure."""
+    loop = asyncio.get_running_loop()
     try:
         sock.setblocking(False)
-        if local_address:
-            sock.bind((local_address, 0))
+        if local is not None:
+            sock.bind(local)
+        if prepare is not None:
+            prepare(sock)
         await _connect(loop, sock, address)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
