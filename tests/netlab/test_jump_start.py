@@ -10,19 +10,15 @@ time."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from reservoir.lab.coord_site import AgentProc, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.spec import parse
 
+from .agent_pair import AgentPair, Json, running
 from .conftest import lab_of
 
 pytestmark = pytest.mark.integration
@@ -32,7 +28,6 @@ IQN = "iqn.2026-11.org.reservoir:jump"
 MiB = 1 << 20
 STREAMS = 4
 NIC_RATE = 62_500_000  # bytes/s of frames: 500 Mbit/s
-Json = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -49,65 +44,28 @@ def lab() -> Iterator[Lab]:
     yield from lab_of(parse({"host": [{"name": "src"}, {"name": "dst"}], "link": [link]}))
 
 
-class Agents:
-    def __init__(self, lab: Lab, work: Path, size: int) -> None:
-        self.lab = lab
-        creds = site_credentials(work)
-        source, self.lun = work / "source.img", work / "lun.img"
-        source.write_bytes(os.urandom(size))
-        with open(self.lun, "wb") as f:
-            f.truncate(size)
-        self.src = AgentProc(lab, "src", "l1", SRC, 8491, work, creds, source)
-        self.dst = AgentProc(lab, "dst", "l1", DST, 8492, work, creds, self.lun, IQN)
-        self.headers = {"Authorization": f"Bearer {self.src.token}"}
-
-    def api(self, method: str, path: str, **kw: Any) -> Any:
-        with inside(self.lab.ns("src")):
-            r = httpx.request(
-                method, f"{self.src.url}/api/v1{path}", headers=self.headers, timeout=10, **kw
-            )
-        assert r.status_code < 300, r.text
-        return r.json() if r.content else {}
-
+class Agents(AgentPair):
     def copy(self, caps: Json, **more: Any) -> Json:
-        body = {
-            "source": str(self.src.data),
-            "dest": f"iscsi://{DST}:3260/{IQN}/0",
-            "streams": STREAMS,
-            "extent_size": 4 * MiB,
-            "paths": [f"{SRC}={DST}:3260"],
-            "caps": caps,
-            **more,
-        }
-        copy_id = self.api("POST", "/copies", json=body)["id"]
-        deadline = time.monotonic() + 120
-        while (copy := self.api("GET", f"/copies/{copy_id}"))["state"] in ("queued", "running"):
-            assert time.monotonic() < deadline, f"copy still {copy['state']}"
-            time.sleep(0.2)
+        """A copy over the link's one path, run to its end; it must complete."""
+        body = {"streams": STREAMS, "extent_size": 4 * MiB, "caps": caps, **more}
+        body["paths"] = [f"{SRC}={DST}:3260"]
+        copy = self.wait(self.start_copy(body), timeout=120)
         assert copy["state"] == "completed", copy["last_error"]
-        return dict(copy)
+        return copy
 
     def first_windows(self, copy_id: str) -> list[int]:
         """Each stream's congestion window at its first telemetry sample (bytes)."""
-        records = self.api("GET", f"/copies/{copy_id}/telemetry", params={"limit": 10_000})
         first: dict[str, Json] = {}
-        for r in records:
-            if r["type"] == "stream" and r["stream"] not in first:
-                first[r["stream"]] = r
+        for r in self.stream_records(copy_id):
+            first.setdefault(r["stream"], r)
         return [int(r["snd_cwnd"]) for r in first.values()]
 
 
 @pytest.fixture(scope="module")
 def agents(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agents]:
-    a = Agents(lab, tmp_path_factory.mktemp("jump-agents"), 32 * MiB)
-    try:
-        with inside(lab.ns("src")):
-            a.dst.start()
-            a.src.start()
-        yield a
-    finally:
-        a.src.stop()
-        a.dst.stop()
+    work = tmp_path_factory.mktemp("jump-agents")
+    with running(Agents(lab, work, 32 * MiB, addrs=(SRC, DST), iqn=IQN, port=8491)) as pair:
+        yield pair
 
 
 def test_a_copy_paced_per_nic_starts_every_stream_at_its_rate(agents: Agents) -> None:

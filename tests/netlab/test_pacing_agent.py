@@ -13,21 +13,17 @@ TCP's own pacing counts the payload of what it sends (payload = rate).
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from reservoir.lab.coord_site import AgentProc, inside, site_credentials
 from reservoir.lab.network import Lab
 from reservoir.lab.spec import parse
 from reservoir.pacing import nic
 
+from .agent_pair import AgentPair, Json, running
 from .conftest import lab_of
 
 pytestmark = pytest.mark.integration
@@ -35,7 +31,6 @@ pytestmark = pytest.mark.integration
 SRC, DST = "10.207.1.1", "10.207.1.2"
 IQN = "iqn.2026-11.org.reservoir:pacing"
 MiB = 1 << 20
-Json = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -44,49 +39,13 @@ def lab() -> Iterator[Lab]:
     yield from lab_of(parse({"host": [{"name": "src"}, {"name": "dst"}], "link": [link]}))
 
 
-class Agents:
-    def __init__(self, lab: Lab, work: Path, size: int) -> None:
-        self.lab, self.size = lab, size
-        creds = site_credentials(work)
-        source, self.lun = work / "source.img", work / "lun.img"
-        source.write_bytes(os.urandom(size))
-        with open(self.lun, "wb") as f:
-            f.truncate(size)
-        self.src = AgentProc(lab, "src", "l1", SRC, 8481, work, creds, source)
-        self.dst = AgentProc(lab, "dst", "l1", DST, 8482, work, creds, self.lun, IQN)
-        self.headers = {"Authorization": f"Bearer {self.src.token}"}
-
-    def api(self, method: str, path: str, **kw: Any) -> Any:
-        with inside(self.lab.ns("src")):
-            r = httpx.request(
-                method, f"{self.src.url}/api/v1{path}", headers=self.headers, timeout=10, **kw
-            )
-        assert r.status_code < 300, r.text
-        return r.json() if r.content else {}
-
+class Agents(AgentPair):
     def copy(self, streams: int, caps: Json) -> str:
-        body = {
-            "source": str(self.src.data),
-            "dest": f"iscsi://{DST}:3260/{IQN}/0",
-            "streams": streams,
-            "extent_size": 4 * MiB,
-            "caps": caps,
-        }
-        return str(self.api("POST", "/copies", json=body)["id"])
-
-    def wait(self, copy_id: str, timeout: float = 60) -> Json:
-        deadline = time.monotonic() + timeout
-        while True:
-            copy: Json = self.api("GET", f"/copies/{copy_id}")
-            if copy["state"] not in ("queued", "running"):
-                return copy
-            assert time.monotonic() < deadline, f"copy still {copy['state']}"
-            time.sleep(0.2)
+        return self.start_copy({"streams": streams, "extent_size": 4 * MiB, "caps": caps})
 
     def middle_samples(self, copy_id: str) -> list[Json]:
         """The copy's stream samples over the middle half of its run."""
-        records = self.api("GET", f"/copies/{copy_id}/telemetry", params={"limit": 10_000})
-        samples = [r for r in records if r["type"] == "stream" and r["bits_per_second"]]
+        samples = [r for r in self.stream_records(copy_id) if r["bits_per_second"]]
         first, last = min(r["time"] for r in samples), max(r["time"] for r in samples)
         lo, hi = first + (last - first) / 4, last - (last - first) / 4
         return [r for r in samples if lo <= r["time"] <= hi]
@@ -110,15 +69,9 @@ class Agents:
 
 @pytest.fixture(scope="module")
 def agents(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agents]:
-    a = Agents(lab, tmp_path_factory.mktemp("pacing-agents"), 64 * MiB)
-    try:
-        with inside(lab.ns("src")):  # where the health checks can reach both agents
-            a.dst.start()
-            a.src.start()
-        yield a
-    finally:
-        a.src.stop()
-        a.dst.stop()
+    work = tmp_path_factory.mktemp("pacing-agents")
+    with running(Agents(lab, work, 64 * MiB, addrs=(SRC, DST), iqn=IQN, port=8481)) as pair:
+        yield pair
 
 
 def root_kind(lab: Lab) -> tuple[str, int | None]:
