@@ -344,6 +344,8 @@ class RemoteSide:
         self._keys: dict[Session, SessionKey] = {}  # the pool's sessions and their keys
         self._registered: set[Session] = set()  # under the copy's key, or may be (_hold)
         self._holding: set[Session] = set()  # registered by the probe's claim
+        # the probe's claim, until judged: (key, reserved, others, their answers)
+        self._claim: tuple[int, bool | None, list[Session], Sequence[object]] | None = None
         self._cleared = False  # the copy's CLEAR removed every registration
         self._clearer: Session | None = None  # the session that sent it
         self._retired: dict[Session, None] = {}  # to give back at close, in order
@@ -437,8 +439,8 @@ class RemoteSide:
     async def _ask(self, session: Session, hold: int | None) -> None:
         """Size, HASH RANGE, designator and (a destination) reservations at once; with
         ``hold``, the claim of the LUN beside them: the prober registers and reserves,
-        the other early sessions that are in register. The claim is judged once the
-        reservations are read (_hold.settle), and taken back if it must not stand."""
+        the other early sessions that are in register. The claim is judged later
+        (:meth:`settle_hold`), and taken back if it must not stand."""
         lun = self.where.lun
         others = [s for s in self._early_in() if s is not session] if hold is not None else []
         if hold is not None:  # first: a failure leaves them so
@@ -454,11 +456,25 @@ class RemoteSide:
                 raise facts
             if isinstance(claimed, BaseException):
                 raise claimed
-            if hold is not None:
-                await self._settle(hold, claimed, others, answers)
         except BaseException:
             await self.unclaim()
             raise
+        if hold is not None:
+            self._holder = session if claimed else None  # the nexus holding it now
+            self._claim = (hold, claimed, others, answers)
+
+    async def settle_hold(self) -> None:
+        """Judges the probe's claim (:meth:`_ask`) once the copy's ends are known to be
+        distinct devices: the LUN is then held under the copy's key, or the copy is
+        refused (HoldError; the caller takes the claims back, :meth:`unclaim`)."""
+        pending, self._claim = self._claim, None
+        if pending is not None:
+            await self._settle(*pending)
+
+    @property
+    def holds_reservation(self) -> bool:
+        """Whether a session of this copy holds the LUN's reservation (its claim won)."""
+        return self._holder is not None
 
     async def _facts(self, session: Session) -> None:
         lun = self.where.lun

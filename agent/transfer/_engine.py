@@ -354,14 +354,18 @@ async def _copy_from(
     needs = member_ends(offset, length, unit, len(dests)) if unit > 0 else [offset + length]
     key = hold_key(source, dests, options.checkpoint)
     dsts: list[Side] = []
-    mode = _new_file_mode(source)
     try:
-        try:  # each remote destination is held as it is probed; refused, it is not
-            for pair, (text, need) in enumerate(zip(dests, needs, strict=True)):
-                first = pair * options.streams
-                early = _early(paths, range(first, first + options.streams))
-                dsts.append(await open_dest(text, login, need, early, mode=mode, hold=key))
-            plan, checkpoint = _admit(
+        dsts = await _open_dests(
+            dests,
+            needs,
+            login,
+            paths,
+            streams=options.streams,
+            mode=_new_file_mode(source),
+            key=key,
+        )
+        try:  # each remote destination was claimed as it was probed; refused, it is not
+            plan, checkpoint = await _admit(
                 src, dsts, needs, source=source, dests=dests, span=(offset, length), options=options
             )
         except BaseException:
@@ -386,7 +390,44 @@ async def _copy_from(
             await dst.close()
 
 
-def _admit(
+async def _open_dests(
+    dests: list[str],
+    needs: list[int],
+    login: Login,
+    paths: list[PathSpec],
+    *,
+    streams: int,
+    mode: int,
+    key: int,
+) -> list[Side]:
+    """Every destination opened at once, each remote one probed and claimed under
+    ``key`` with its streams' sessions logging in (a striped copy's members in the same
+    round trips, not one after the other); where one fails, the others' claims are
+    taken back and they are closed."""
+    opened = await asyncio.gather(
+        *(
+            open_dest(
+                text,
+                login,
+                need,
+                _early(paths, range(i * streams, (i + 1) * streams)),
+                mode=mode,
+                hold=key,
+            )
+            for i, (text, need) in enumerate(zip(dests, needs, strict=True))
+        ),
+        return_exceptions=True,
+    )
+    errors = [o for o in opened if isinstance(o, BaseException)]
+    sides = [o for o in opened if not isinstance(o, BaseException)]
+    if errors:
+        await _unclaim(sides)
+        await asyncio.gather(*(side.close() for side in sides))
+        raise errors[0]
+    return sides
+
+
+async def _admit(
     src: Side,
     dsts: list[Side],
     needs: list[int],
@@ -396,11 +437,13 @@ def _admit(
     span: tuple[int, int],
     options: CopyOptions,
 ) -> tuple[Plan, ck.Checkpoint]:
-    """The copy's plan and checkpoint once its ends are known distinct devices and its
-    destinations large enough; CopyError before any write otherwise."""
+    """The copy's plan and checkpoint once its ends are known distinct devices, its
+    remote destinations held (their claims judged) and large enough; CopyError before
+    any write otherwise."""
     offset, length = span
     ends = [(source, src.device), *((t, d.device) for t, d in zip(dests, dsts, strict=True))]
     check_distinct(ends)
+    await asyncio.gather(*(d.settle_hold() for d in dsts if isinstance(d, RemoteSide)))
     for dst, need in zip(dsts, needs, strict=True):
         _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
     plan = _make_plan(
@@ -415,11 +458,12 @@ def _admit(
 
 
 async def _unclaim(dsts: Sequence[Side]) -> None:
-    """Takes back the holds of a copy refused before its first write, the last
-    destination's first (one LUN under two spellings: the holder goes last)."""
-    for dst in reversed(dsts):
-        if isinstance(dst, RemoteSide):
-            await dst.unclaim()
+    """Takes back the claims of a copy refused before its first write, the one whose
+    claim won the reservation last (one LUN under two spellings: its holder goes last,
+    so nobody is left registered to be told the reservation went)."""
+    remote = [d for d in dsts if isinstance(d, RemoteSide)]
+    for dst in sorted(remote, key=lambda d: d.holds_reservation):
+        await dst.unclaim()
 
 
 def _new_file_mode(source: str) -> int:
