@@ -451,6 +451,7 @@ class RemoteSide:
             *(pr_register(s, lun, hold) for s in others if hold is not None),
             return_exceptions=True,
         )
+        self._holder = session if claimed is True else None  # the nexus holding it now
         try:
             if isinstance(facts, BaseException):
                 raise facts
@@ -460,7 +461,6 @@ class RemoteSide:
             await self.unclaim()
             raise
         if hold is not None:
-            self._holder = session if claimed else None  # the nexus holding it now
             self._claim = (hold, claimed, others, answers)
 
     async def settle_hold(self) -> None:
