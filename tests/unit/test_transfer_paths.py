@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_channels import Memory
 
 from reservoir.agent.initiator import WriteData
 from reservoir.agent.iscsi.pdu import FileSpan
@@ -59,38 +60,23 @@ class Link:
         self.open.set()
 
 
-class Volume:
+class Volume(Memory):
+    """A volume in memory reached over ``link`` (when given): each command crosses it."""
+
     def __init__(self, data: bytearray, link: Link | None = None) -> None:
-        self.data, self.link = data, link
+        super().__init__(data)
+        self.link = link
 
     async def read(self, offset: int, length: int) -> bytes:
         if self.link is not None:
             await self.link.cross(0)
         return bytes(self.data[offset : offset + length])
 
-    async def readinto(self, offset: int, view: memoryview) -> None:
-        view[:] = await self.read(offset, len(view))
-
     async def write(self, offset: int, data: WriteData) -> None:
         if self.link is not None:
             await self.link.cross(len(data))
         assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
-
-    async def digest(self, offset: int, length: int) -> bytes | None:
-        return None
-
-    async def receipt(self, offset: int, length: int) -> bytes | None:
-        return None
-
-    async def flush(self) -> None:
-        return None
-
-    async def release(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 class FakeSide:

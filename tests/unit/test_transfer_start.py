@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from fake_channels import Memory
 
 from reservoir.agent.initiator import WriteData
-from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer import _engine as engine
 from reservoir.agent.transfer._endpoints import Channel, Login, PathSpec
@@ -26,40 +26,16 @@ EXTENT = 64 << 10
 ME = "iqn.2026-11.org.reservoir:unit"
 
 
-class Memory:
-    """A channel over bytes in memory; ``written`` is set by its first write."""
+class Watched(Memory):
+    """A volume in memory whose ``written`` is set by its first write."""
 
     def __init__(self, data: bytes) -> None:
-        self.data = bytearray(data)
+        super().__init__(bytearray(data))
         self.written = asyncio.Event()
 
-    async def read(self, offset: int, length: int) -> bytes:
-        await asyncio.sleep(0)
-        return bytes(self.data[offset : offset + length])
-
-    async def readinto(self, offset: int, view: memoryview) -> None:
-        view[:] = await self.read(offset, len(view))
-
     async def write(self, offset: int, data: WriteData) -> None:
-        await asyncio.sleep(0)
-        assert not isinstance(data, FileSpan)
-        self.data[offset : offset + len(data)] = data
+        await super().write(offset, data)
         self.written.set()
-
-    async def digest(self, offset: int, length: int) -> bytes | None:
-        return None
-
-    async def receipt(self, offset: int, length: int) -> bytes | None:
-        return None
-
-    async def flush(self) -> None:
-        return None
-
-    async def release(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 class Side:
@@ -68,7 +44,7 @@ class Side:
 
     device: str | None = None
 
-    def __init__(self, memory: Memory, remote: bool, late: int | None = None) -> None:
+    def __init__(self, memory: Watched, remote: bool, late: int | None = None) -> None:
         self.memory, self.remote, self.late, self.label = memory, remote, late, "fake"
         self.size, self.block_size = len(memory.data), BLOCK
 
@@ -84,8 +60,8 @@ class Side:
 def test_a_stream_writes_as_soon_as_it_is_open_without_waiting_for_the_others(
     tmp_path: Path,
 ) -> None:
-    source = Memory(os.urandom(SIZE))
-    dest = Memory(bytes(SIZE))
+    source = Watched(os.urandom(SIZE))
+    dest = Watched(bytes(SIZE))
     plan = make_plan(0, SIZE, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2))
     run = Run(
         plan,
