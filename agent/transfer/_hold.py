@@ -17,10 +17,11 @@ The hold is claimed in the probe's round trip, not after it (:func:`claim`): the
 session that probes registers and reserves while the LUN's reservations are read,
 and the other sessions that are in register; the first write then leaves one round
 trip after the copy was asked for on warm sessions, not two. The claim is judged
-against what was read (:func:`settle`): a LUN someone else holds or registered on, a
-LUN that is the same device as another end of the copy, or one too small, is refused
-as before, and the claim taken back (:func:`unclaim`) before the copy ends, so nothing
-of a refused copy stays on the LUN.
+against what was read (:func:`settle`), once the engine knows every end of the copy
+is a device of its own: a LUN someone else holds or registered on is refused as
+before. A copy refused then, or by the engine's own checks (two ends one device, a
+destination too small, no checkpoint to resume), takes its claim back
+(:func:`unclaim`), so nothing of a refused copy stays on the LUN.
 
 SPC lets every registered I_T nexus write under that reservation, but some targets
 let only the nexus that reserved write: LIO treats the other sessions of an initiator
