@@ -114,8 +114,8 @@ def make_campaign(name: str = "lfn-2x500m", runs: list[Run] | None = None) -> Ca
         runs = [
             make_run(res8, 0, goodput=955e6, caps=True),
             make_run(res8, 1, goodput=948e6, caps=True),
-            make_run(res4, 0, goodput=930e6),
-            make_run(res4, 1, goodput=940e6),
+            make_run(res4, 0, goodput=880e6),
+            make_run(res4, 1, goodput=890e6),
             make_run(ipf8, 0, goodput=940e6),
             make_run(ipf8, 1, goodput=0.0, error="iperf3: error - unable to connect <to> server"),
             make_run(cut, 0, goodput=870e6, cut=(8.0, 14.0)),
@@ -175,10 +175,10 @@ def test_report_shows_the_summary_figures_and_targets(tmp_path: Path) -> None:
     assert "951.5" in page
     assert "0.952" in page
     assert "1.012" in page
-    assert "&ge; 0.95 &#10003;" in page
-    # res-4 (930, 940 -> 935) misses 0.95 of the bottleneck; it has no iperf3 pair
+    assert "&ge; 0.9 &#10003;" in page
+    # res-4 (880, 890 -> 885) misses 0.9 of the bottleneck; it has no iperf3 pair
     row = next(ln for ln in page.splitlines() if "<td class='name'>res-4</td>" in ln)
-    assert "class='missed'>0.935" in row
+    assert "class='missed'>0.885" in row
     # failover: lost seconds and back after, both within target
     cut = next(ln for ln in page.splitlines() if "<td class='name'>res-8-cut</td>" in ln)
     assert "class='met'>0.55" in cut
