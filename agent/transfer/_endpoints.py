@@ -26,7 +26,7 @@ import stat
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from reservoir.agent.initiator import (
@@ -69,6 +69,8 @@ log = logging.getLogger("reservoir.copy")
 
 ISCSI_PORT = 3260
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
+_OURS = "hash range"  # Session.learned: whether a LUN is our target's, with HASH RANGE
+T = TypeVar("T")
 SYNCHRONIZE_CACHE_10 = bytes([0x35]) + bytes(9)
 
 
@@ -349,6 +351,7 @@ class RemoteSide:
         self._cleared = False  # the copy's CLEAR removed every registration
         self._clearer: Session | None = None  # the session that sent it
         self._retired: dict[Session, None] = {}  # to give back at close, in order
+        self._armed = False  # the probe armed the target's receipts
 
     def _key(self, path: PathSpec | None) -> SessionKey:
         return SessionKey(
@@ -423,31 +426,37 @@ class RemoteSide:
         for stream, path in streams.items():
             self._early[stream] = (path, loop.create_task(self._open(path)))
 
-    async def probe(self, hold: int | None = None) -> None:
+    async def probe(self, hold: int | None = None, receipts: bool = False) -> None:
         """The LUN's size, block size and whether it hashes: asked on the first early
         session that logs in, or on a session of its own (without a path). A
         destination's reservations are read, and with the copy's ``hold`` key the LUN
-        is held under it in the same round trip (see :meth:`_ask`)."""
+        is held under it in the same round trip (see :meth:`_ask`); with
+        ``receipts``, its receipts are armed there too where the session already
+        knows the target is ours (a warm one)."""
         session = await self._first_early()
         if session is None:  # no stream's session logged in: one of its own
             session = self._own = await self._open(None)
         self._prober = session
-        await self._ask(session, hold if self.destination else None)
+        await self._ask(session, hold if self.destination else None, receipts)
         if not self.destination:
             await self._close_own()  # only a destination's is needed again (to hold it)
 
-    async def _ask(self, session: Session, hold: int | None) -> None:
+    async def _ask(self, session: Session, hold: int | None, receipts: bool = False) -> None:
         """Size, HASH RANGE, designator and (a destination) reservations at once; with
         ``hold``, the claim of the LUN beside them: the prober registers and reserves,
         the other early sessions that are in register. The claim is judged later
-        (:meth:`settle_hold`), and taken back if it must not stand."""
+        (:meth:`settle_hold`), and taken back if it must not stand. With ``receipts``,
+        a session that learned over its login that the target is ours arms them too
+        (a vendor-specific command goes to no target before that is known)."""
         lun = self.where.lun
         others = [s for s in self._early_in() if s is not session] if hold is not None else []
         if hold is not None:  # first: a failure leaves them so
             self._registered.update([session, *others])
-        facts, claimed, *answers = await asyncio.gather(
+        arm = receipts and _knows_ours(session, lun)
+        facts, armed, claimed, *answers = await asyncio.gather(
             self._facts(session),
-            claim(session, lun, hold) if hold is not None else _unclaimed(),
+            arm_receipts(session, lun) if arm else _ready(False),
+            claim(session, lun, hold) if hold is not None else _ready(None),
             *(pr_register(s, lun, hold) for s in others if hold is not None),
             return_exceptions=True,
         )
@@ -455,11 +464,14 @@ class RemoteSide:
         try:
             if isinstance(facts, BaseException):
                 raise facts
+            if isinstance(armed, BaseException):
+                raise armed
             if isinstance(claimed, BaseException):
                 raise claimed
         except BaseException:
             await self.unclaim()
             raise
+        self._armed = armed is True
         if hold is not None:
             self._claim = (hold, claimed, others, answers)
 
@@ -482,10 +494,11 @@ class RemoteSide:
             session.capacity(lun),
             supports_hash_range(session, lun),
             device_designator(session, lun),
-            read_pr_state(session, lun) if self.destination else _no_pr(),
+            read_pr_state(session, lun) if self.destination else _ready(PrState()),
         )
         self.size = blocks * self.block_size
         self.pr_state = pr
+        session.learned[(_OURS, lun)] = self.hashes
 
     async def _settle(
         self, key: int, claimed: bool | None, others: list[Session], answers: Sequence[object]
@@ -521,9 +534,10 @@ class RemoteSide:
 
     async def arm_receipts(self) -> None:
         """Asks the target, on the session that probed it, to keep receipts of the
-        copy's writes (where it hashes: only our target has receipts)."""
+        copy's writes (where it hashes: only our target has receipts), unless the probe
+        did."""
         assert self._prober is not None, "probe() first"
-        if self.hashes:
+        if self.hashes and not self._armed:
             await arm_receipts(self._prober, self.where.lun)
 
     async def _check_writers(self, session: Session) -> None:
@@ -563,8 +577,10 @@ class RemoteSide:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             ready = [t.result() for t in done if not t.cancelled() and t.exception() is None]
             if ready:  # one without a unit attention waiting where there is one (warm
-                # sessions are all in at once): the probe then takes one round trip
-                return min(ready, key=lambda session: session.attention_expected)
+                # sessions are all in at once): the probe then takes one round trip;
+                # of those, one that knows the target is ours (it arms receipts there)
+                lun = self.where.lun
+                return min(ready, key=lambda s: (s.attention_expected, not _knows_ours(s, lun)))
         return None
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
@@ -609,12 +625,15 @@ class RemoteSide:
             await self.login.pool.put(key, session)
 
 
-async def _no_pr() -> PrState:
-    return PrState()
+def _knows_ours(session: Session, lun: int) -> bool:
+    """Whether ``session`` learned over its login that ``lun`` is served by our target
+    with HASH RANGE (an earlier probe on it: :meth:`RemoteSide._facts`)."""
+    return session.learned.get((_OURS, lun), False)
 
 
-async def _unclaimed() -> bool | None:
-    return None
+async def _ready(value: T) -> T:
+    """``value``, as a coroutine beside others gathered (a question not asked)."""
+    return value
 
 
 async def _discard_early(
@@ -661,25 +680,30 @@ async def open_dest(
     *,
     mode: int = 0o600,
     hold: int | None = None,
+    receipts: bool = False,
 ) -> Side:
     """The destination; a missing or smaller regular file is extended to ``needed``
     (a new one created with ``mode``); a remote one probed, with ``early`` streams
     logging in meanwhile, its reservations read and, given the copy's ``hold`` key,
-    held under it in the same round trip (see _hold)."""
+    held under it in the same round trip (see _hold), its ``receipts`` armed there
+    where that is known to be safe (:meth:`RemoteSide.probe`)."""
     where = parse_location(text)
     if isinstance(where, RemoteLun):
-        label = f"destination LUN {where.lun} of {where.iqn}"
-        return await _probed(RemoteSide(where, login, label, destination=True), early, hold)
+        side = RemoteSide(where, login, f"destination LUN {where.lun} of {where.iqn}", True)
+        return await _probed(side, early, hold, receipts)
     _grow_file(where, needed, mode)
     return LocalSide(await open_volume(where, direct=False), f"destination {where}", where)
 
 
 async def _probed(
-    side: RemoteSide, early: dict[int, PathSpec | None] | None, hold: int | None = None
+    side: RemoteSide,
+    early: dict[int, PathSpec | None] | None,
+    hold: int | None = None,
+    receipts: bool = False,
 ) -> RemoteSide:
     side.open_early(early or {})
     try:
-        await side.probe(hold)
+        await side.probe(hold, receipts)
     except BaseException:
         await side.close()
         raise

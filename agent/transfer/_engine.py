@@ -363,6 +363,7 @@ async def _copy_from(
             streams=options.streams,
             mode=_new_file_mode(source),
             key=key,
+            receipts=options.by_receipts,
         )
         try:  # each remote destination was claimed as it was probed; refused, it is not
             plan, checkpoint = await _admit(
@@ -372,7 +373,7 @@ async def _copy_from(
             await _unclaim(dsts)
             raise
         remote = [d for d in dsts if isinstance(d, RemoteSide)]
-        if options.by_receipts:
+        if options.by_receipts:  # a round trip where the probe could not arm them
             await asyncio.gather(*(d.arm_receipts() for d in remote))
         run = Run(
             plan,
@@ -399,6 +400,7 @@ async def _open_dests(
     streams: int,
     mode: int,
     key: int,
+    receipts: bool = False,
 ) -> list[Side]:
     """Every destination opened at once, each remote one probed and claimed under
     ``key`` with its streams' sessions logging in (a striped copy's members in the same
@@ -413,6 +415,7 @@ async def _open_dests(
                 _early(paths, range(i * streams, (i + 1) * streams)),
                 mode=mode,
                 hold=key,
+                receipts=receipts,
             )
             for i, (text, need) in enumerate(zip(dests, needs, strict=True))
         ),

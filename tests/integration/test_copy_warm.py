@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 
 import pytest
 
 from reservoir.agent.initiator import Session, SessionPool, pr_read_keys
 from reservoir.agent.transfer import CopyOptions, CopySummary, Progress, copy
+from reservoir.agent.transfer._endpoints import RemoteSide
 from reservoir.lab.peers import ReservoirTarget
 
 pytestmark = pytest.mark.integration
@@ -94,6 +95,57 @@ def test_the_second_copy_takes_the_sessions_of_the_first(
     assert idle == 4 and seen == (4, 0)  # 4 logins for both copies, kept logged in
     assert keys == []  # each copy's CLEAR went through: no registration is left
     assert logins_and_logouts(target) == (5, 5)  # the pool's 4 at its close, and the check
+
+
+def test_a_warm_receipt_copy_arms_with_its_probe_before_its_first_write(
+    tmp_path: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    """The second copy's probe arms the target's receipts on the session that learned
+    the target is ours: every extent of both copies is checked by its receipts (none
+    was written before the receipts were armed), and the second sends no arming
+    question after its probe."""
+    sources = [random_file(tmp_path / f"src{i}.img") for i in range(2)]
+    armed_late: list[int] = []
+
+    async def two_copies() -> list[CopySummary]:
+        pool: SessionPool[Session] = SessionPool()
+        try:
+            summaries = []
+            for i, src in enumerate(sources):
+                opts = options(tmp_path / f"ck{i}.json", pool, verification="receipt")
+                run = copy(str(src), target.url(0), opts)
+                summaries.append(await _counting_late_arms(run, armed_late))
+            return summaries
+        finally:
+            await pool.close()
+
+    cold, warm = asyncio.run(two_copies())
+    extents = SIZE >> 20
+    for summary in (cold, warm):
+        assert summary.verified and summary.mode == "receipt"
+        assert sum(s.by_receipt for s in summary.streams) == extents
+    assert warm.sessions_reused == 4
+    assert armed_late == [1, 0]  # the cold copy arms after its probe, the warm one with it
+    assert sha(lun) == sha(sources[1])
+
+
+async def _counting_late_arms(
+    run: Coroutine[object, object, CopySummary], seen: list[int]
+) -> CopySummary:
+    """Runs a copy, appending how often it armed receipts after its probe."""
+    late = 0
+    real = RemoteSide.arm_receipts
+
+    async def counted(side: RemoteSide) -> None:
+        nonlocal late
+        late += side.hashes and not side._armed
+        await real(side)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RemoteSide, "arm_receipts", counted)
+        summary = await run
+    seen.append(late)
+    return summary
 
 
 def test_a_copy_that_keeps_its_hold_gives_no_session_back(

@@ -261,6 +261,30 @@ def test_dropped_connection_recovers_with_data_intact(ours: ReservoirTarget) -> 
     asyncio.run(main())
 
 
+def test_what_a_session_learned_of_its_target_is_forgotten_when_it_logs_in_again(
+    ours: ReservoirTarget,
+) -> None:
+    """A reinstated session may have reached another target at the same address: what
+    its users learned over the lost login (e.g. that the target is ours) goes."""
+
+    async def main() -> None:
+        recovery = RecoveryPolicy(attempts=5, first_delay=0.05)
+        session = await Session.open(
+            ours.host, ours.port, ours.iqn, initiator_name=ME, recovery=recovery
+        )
+        async with session:
+            session.learned[("hash range", 0)] = True
+            await session.capacity(0)
+            assert session.learned == {("hash range", 0): True}  # kept while logged in
+            assert isinstance(session.transport, TcpTransport)
+            session.transport.drop()
+            await session.capacity(0)
+            assert session.reinstatements == 1
+            assert session.learned == {}
+
+    asyncio.run(main())
+
+
 def test_command_timeout_sends_abort_task(ours: ReservoirTarget) -> None:
     async def main() -> None:
         session = await Session.open(

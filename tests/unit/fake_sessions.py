@@ -25,6 +25,7 @@ class FakeSession:
         self.pings = 0
         self.cdbs: list[bytes] = []
         self.attention_expected = False  # as a Session's: cleared by its next command
+        self.learned: dict[tuple[str, int], bool] = {}  # as a Session's: of its login
         self.recovery: RecoveryPolicy | None = None
         self.transport: FakeTransport | None = FakeTransport()
 

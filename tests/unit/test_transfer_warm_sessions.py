@@ -11,6 +11,7 @@ from fake_sessions import FakeSession
 
 from reservoir.agent.initiator import ScsiReply, Session, SessionKey, SessionPool
 from reservoir.agent.initiator._hash_range import SUPPORTED, VENDOR
+from reservoir.agent.scsi import HASH_RANGE_OPCODE
 from reservoir.agent.transfer._endpoints import Login, RemoteChannel, RemoteLun, RemoteSide
 
 IQN = "iqn.2026-11.org.reservoir:warm"
@@ -238,6 +239,58 @@ def test_a_destination_is_probed_and_held_in_one_round_trip_its_streams_ready_to
         assert {cast(RemoteChannel, c).session for c in channels} == {
             cast(Session, f) for f in warm
         }
+        await pool.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_receipt_copy_arms_them_in_the_probes_round_trip_on_a_session_that_knows_the_target() -> (
+    None
+):
+    """Receipts are armed by a vendor-specific command, sent only to a target known to
+    be ours: a cold copy learns that from its probe and arms them in a second round
+    trip; the next copy probes on the session that learned it and arms them beside
+    the probe, in one."""
+
+    async def main() -> None:
+        rounds, pool = Rounds(), SessionPool[Session]()
+        warm = [RoundSession(f"warm{i}", rounds) for i in range(2)]
+        for fake in warm:
+            await pool.put(KEY, cast(Session, fake))
+
+        async def copy_start() -> tuple[int, list[int]]:
+            """The rounds of a receipt copy's start, and those HASH RANGE went in."""
+            before, sent_before = rounds.round, sum(len(f.sent) for f in warm)
+            side = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=False)
+            side.open_early({0: None, 1: None})
+            await rounds.drive(side.probe(receipts=True))
+            await rounds.drive(side.arm_receipts())
+            sent = [e for f in warm for e in f.sent][sent_before:]
+            await side.close()
+            armed_in = sorted(r - before for r, code in sent if code == HASH_RANGE_OPCODE)
+            return rounds.round - before, armed_in
+
+        assert await copy_start() == (2, [1])  # learned from the probe: armed after it
+        assert await copy_start() == (1, [0])  # with the probe
+        await pool.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_session_that_does_not_know_the_target_is_ours_sends_it_no_vendor_command() -> None:
+    """A session that learned over its login that the target is *not* ours (a probe
+    found another vendor's), or never asked, arms nothing with its probe."""
+
+    async def main() -> None:
+        rounds, pool = Rounds(), SessionPool[Session]()
+        fake = RoundSession("warm", rounds)
+        fake.learned[("hash range", LUN.lun)] = False
+        await pool.put(KEY, cast(Session, fake))
+        side = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=False)
+        side.open_early({0: None})
+        await rounds.drive(side.probe(receipts=True))
+        assert HASH_RANGE_OPCODE not in [code for _, code in fake.sent]
+        await side.close()
         await pool.close()
 
     asyncio.run(asyncio.wait_for(main(), 10))
