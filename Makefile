@@ -24,7 +24,7 @@ demo: $(STAMP)      ## a verified transfer through the coordinator over an emula
 conformance: $(STAMP)  ## iscsi-test-cu and iscsi-perf: our target against tgt, same run
 	.venv/bin/python -m reservoir.lab.compare_targets
 
-bench: $(STAMP)     ## the quick subset of every shipped campaign: design.md section 6 figures (~15 min)
+bench: $(STAMP)     ## the quick subset of every shipped campaign: design.md section 6 figures (~17 min)
 	.venv/bin/python -m reservoir.campaigns.bench
 
 bench-full: $(STAMP) ## every shipped campaign's whole matrix with its repetitions, then the section 6 figures (~3.5 h)

@@ -1,5 +1,5 @@
 """How long a campaign takes: a simple model, to keep ``make bench``'s quick subsets
-under their budget (15 minutes on the 2-core development machine).
+under their budget (17 minutes on the 2-core development machine).
 
 - An iperf3 run lasts its ``duration_s``.
 - A reservoir run copies ``size`` at ``GOODPUT`` (85%, what the paper reached) of the

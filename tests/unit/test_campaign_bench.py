@@ -82,3 +82,44 @@ def test_reservoir_is_set_against_the_best_peer_beside_iperf3_with_every_tools_c
         lines, "loopback CPU"
     )
     assert ">= 1.15 of the best of gridftp and xrdcp" in lines[-1]
+
+
+def test_receipt_verified_runs_have_their_own_lines_and_loopback_target() -> None:
+    """Storage verification is the default the main lines judge; receipt-verified runs
+    follow under their own heading, on loopback against 1.6 of the best peer."""
+    ipf = scenario("iperf3-16", tool="iperf3", streams=16, duration_s=10.0)
+    lfn = campaign(
+        [
+            run(scenario("res-st", streams=16, size_bytes=1 << 30), goodput=760e6),
+            run(
+                scenario("res-rc", streams=16, size_bytes=1 << 30, verify="receipt"), goodput=830e6
+            ),
+            run(ipf, goodput=840e6),
+        ]
+    )
+    gftp = scenario("lo-gftp", tool="gridftp", streams=8, size_bytes=1 << 30)
+    loop = campaign(
+        [
+            run(scenario("lo-st", streams=8, equalizer=False, size_bytes=1 << 30), goodput=7e9),
+            run(
+                scenario("lo-rc", streams=8, equalizer=False, size_bytes=1 << 30, verify="receipt"),
+                goodput=10.5e9,
+            ),
+            run(gftp, goodput=7e9),
+        ],
+        kind="loopback",
+        bottleneck=None,
+    )
+    lines = figures([lfn, loop])
+    receipt = lines[lines.index("  receipt-verified:") :]
+    assert line(lines, "LFN goodput / iperf3").split()[4:] == ["0.905", "MISSED"]  # 760/840
+    assert line(receipt, "LFN goodput / iperf3").split()[4:] == ["0.988", "MISSED"]  # 830/840
+    assert line(lines, "loopback copy / best peer").split()[5:] == ["1.000", "MISSED"]
+    assert line(receipt, "loopback copy / best peer").split()[5:] == ["1.500", "MISSED"]  # < 1.6
+    assert "1.6 receipt-verified" in lines[-1]
+
+
+def test_without_receipt_verified_runs_there_are_no_receipt_lines() -> None:
+    res = scenario("res-8", streams=8, size_bytes=1 << 30)
+    lines = figures([campaign([run(res, goodput=900e6)])])
+    assert "  receipt-verified:" not in lines
