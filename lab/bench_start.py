@@ -1,7 +1,7 @@
 """The start of a copy, cold and warm: time to first byte, time to 90% of the bottleneck.
 
     python -m reservoir.lab.bench_start [--spec FILE] [--size 256M] [--streams 8] [--gap 5]
-                                        [--congestion cubic]
+                                        [--congestion cubic] [--verify receipt]
 
 A lab from the spec (default config/lab/lfn-2x500m-100ms.toml: hosts src and dst, links
 l1 and l2 of 500 Mbit/s, 100 ms RTT). In host dst, ``reservoir target serve`` on both
@@ -130,6 +130,7 @@ def copy_body(src: Source, net: Net, args: argparse.Namespace) -> Json:
         "streams": args.streams,
         "extent_size": EXTENT,
         "paths": paths,
+        "verification": args.verify,
     }
     return body if args.congestion is None else {**body, "congestion": args.congestion}
 
@@ -256,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap", type=float, default=5.0, help="idle seconds between copies")
     parser.add_argument(
         "--congestion", help="the copies' TCP congestion control (default: the host's)"
+    )
+    parser.add_argument(
+        "--verify",
+        choices=("storage", "receipt"),
+        default="storage",
+        help="how the copies verify (receipt: armed in the probe's round trip when warm)",
     )
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
     args = parser.parse_args(argv)

@@ -622,6 +622,10 @@ class RemoteSide:
             # it did not come from: the next copy probes on another (_first_early)
             cleared = session in self._registered and session is not self._clearer
             session.attention_expected = cleared
+            if self.hashes and not session.reinstatements:
+                # the copy sent HASH RANGE on it, on the probe's word that the target
+                # is ours: so may the next copy (not on one that logged in again)
+                session.learned[(_OURS, self.where.lun)] = True
             await self.login.pool.put(key, session)
 
 

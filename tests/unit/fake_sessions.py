@@ -26,6 +26,7 @@ class FakeSession:
         self.cdbs: list[bytes] = []
         self.attention_expected = False  # as a Session's: cleared by its next command
         self.learned: dict[tuple[str, int], bool] = {}  # as a Session's: of its login
+        self.reinstatements = 0  # as a Session's: logins again during the copy
         self.recovery: RecoveryPolicy | None = None
         self.transport: FakeTransport | None = FakeTransport()
 

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import cast
 
+import pytest
 from fake_sessions import FakeSession
 
 from reservoir.agent.initiator import ScsiReply, Session, SessionKey, SessionPool
@@ -249,8 +250,8 @@ def test_a_receipt_copy_arms_them_in_the_probes_round_trip_on_a_session_that_kno
 ):
     """Receipts are armed by a vendor-specific command, sent only to a target known to
     be ours: a cold copy learns that from its probe and arms them in a second round
-    trip; the next copy probes on the session that learned it and arms them beside
-    the probe, in one."""
+    trip, and every session it gives back keeps what it learned; the next copy arms
+    them beside the probe, in one."""
 
     async def main() -> None:
         rounds, pool = Rounds(), SessionPool[Session]()
@@ -260,17 +261,18 @@ def test_a_receipt_copy_arms_them_in_the_probes_round_trip_on_a_session_that_kno
 
         async def copy_start() -> tuple[int, list[int]]:
             """The rounds of a receipt copy's start, and those HASH RANGE went in."""
-            before, sent_before = rounds.round, sum(len(f.sent) for f in warm)
+            before, sent_before = rounds.round, [len(f.sent) for f in warm]
             side = RemoteSide(LUN, Login(ME, pool=pool), "the LUN", destination=False)
             side.open_early({0: None, 1: None})
             await rounds.drive(side.probe(receipts=True))
             await rounds.drive(side.arm_receipts())
-            sent = [e for f in warm for e in f.sent][sent_before:]
+            sent = [e for f, n in zip(warm, sent_before, strict=True) for e in f.sent[n:]]
             await side.close()
             armed_in = sorted(r - before for r, code in sent if code == HASH_RANGE_OPCODE)
             return rounds.round - before, armed_in
 
         assert await copy_start() == (2, [1])  # learned from the probe: armed after it
+        assert all(fake.learned == {("hash range", LUN.lun): True} for fake in warm)
         assert await copy_start() == (1, [0])  # with the probe
         await pool.close()
 
@@ -294,3 +296,22 @@ def test_a_session_that_does_not_know_the_target_is_ours_sends_it_no_vendor_comm
         await pool.close()
 
     asyncio.run(asyncio.wait_for(main(), 10))
+
+
+@pytest.mark.parametrize("again", [0, 1], ids=["kept-its-login", "logged-in-again"])
+def test_a_session_that_logged_in_again_during_the_copy_goes_back_knowing_nothing(
+    again: int,
+) -> None:
+    """A reinstated session may have reached another target at the same address: the
+    side does not tell it the target is ours when it gives it back."""
+
+    async def test(pool: SessionPool[Session], side: RemoteSide, warm: FakeSession) -> None:
+        side.hashes = True  # as the probe found
+        channel = await side.channel(0, None)
+        warm.reinstatements = again
+        await channel.close()
+        await side.close()
+        assert pool.take(KEY) is cast(Session, warm)
+        assert warm.learned == ({} if again else {("hash range", LUN.lun): True})
+
+    run(test, destination=False)
