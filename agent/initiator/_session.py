@@ -158,11 +158,11 @@ class Session:
         # registrations it had: CLEAR tells every other registered session so); that
         # command costs a round trip more, as it is sent again
         self.attention_expected = False
+        # what its users learned of the target over this login, (question, LUN) ->
+        # answer (e.g. whether a LUN is served by a target of ours): kept while the
+        # session is pooled between copies, emptied at every login (one that
+        # reinstates it may reach another target at the same address)
         self.learned: dict[tuple[str, int], bool] = {}
-        """What its users learned of the target over this login, (question, LUN) ->
-        answer (e.g. whether a LUN is served by a target of ours): kept while the
-        session is pooled between copies, emptied at every login (one that
-        reinstates it may reach another target at the same address)."""
 
     # ------------------------------------------------------------ open / close
 
