@@ -168,7 +168,7 @@ def test_the_start_form_shows_the_apis_error_under_the_campaign(
     expect(page.locator("#f-campaign option[value='loopback']")).to_contain_text("35 scenarios")
     page.select_option("#f-campaign", "loopback")
     page.check("#f-quick")
-    expect(page.locator("#campaign-about")).to_contain_text("12 scenarios \u00d7 1")
+    expect(page.locator("#campaign-about")).to_contain_text("15 scenarios \u00d7 1")
     page.select_option("#f-campaign", "__file")
     page.fill("#f-campaign-file", "config/campaigns/nope.toml")
     page.click("#start-campaign")

@@ -286,7 +286,7 @@ def test_a_started_run_shows_the_runners_progress_and_partial_summary(
     with coordinator(settings()) as c:
         run = start(c, runners)
         assert run["state"] == "running" and run["campaign"] == "loopback" and run["quick"]
-        assert run["progress"]["total"] == 12  # the quick subset: 12 scenarios x 1
+        assert run["progress"]["total"] == 15  # the quick subset: 15 scenarios x 1
         seen = wait_run(c, run["id"], lambda r: r["progress"]["done"] == 1, "progress")
         assert seen["progress"] == {
             "done": 1,
@@ -466,7 +466,7 @@ def test_the_shipped_campaigns_are_listed_with_estimates(settings: Settings) -> 
         available = {a["name"]: a for a in ok(c.get("/campaigns/available"))}
     loopback = available["loopback"]
     assert loopback["file"] == "config/campaigns/loopback.toml" and loopback["error"] is None
-    assert loopback["scenarios"] == 35 and loopback["quick_scenarios"] == 12
+    assert loopback["scenarios"] == 35 and loopback["quick_scenarios"] == 15
     assert loopback["estimate_s"] > loopback["quick_estimate_s"] > 0
     assert {"failover", "lfn-1g-200ms", "lfn-2x500m-100ms", "lossy", "sc2003-scaled"} <= set(
         available
