@@ -149,10 +149,11 @@ class Scenario:
     ] = None
 
     @property
-    def pairing_key(self) -> tuple[int, str, str, float | None]:
-        """What a reservoir scenario and its iperf3 baseline share: not the multilink
-        mode (iperf3 runs over paths only, so an MPTCP copy is compared with it too)."""
-        return (self.streams, self.pacing, self.cc, self.loss)
+    def pairing_key(self) -> tuple[int, str, float | None, str, float | None]:
+        """What a reservoir scenario and its iperf3 baseline share (as the campaign
+        pairs them, _spec.baseline_for): not the multilink mode (iperf3 runs over paths
+        only, so an MPTCP copy is compared with it too)."""
+        return (self.streams, self.pacing, self.pacing_rate_bps, self.cc, self.loss)
 
     @property
     def peer_key(self) -> tuple[int, str, float | None]:
@@ -574,7 +575,7 @@ def summary_rows(result: CampaignRun) -> list[SummaryRow]:
     for r in result.runs:
         groups.setdefault(r.scenario.name, []).append(r)
     goodput = {name: _median(r.goodput_bps for r in runs if r.ok) for name, runs in groups.items()}
-    baselines: dict[tuple[int, str, str, float | None], str] = {}
+    baselines: dict[tuple[int, str, float | None, str, float | None], str] = {}
     for name, runs in groups.items():
         if runs[0].scenario.tool == "iperf3":
             baselines.setdefault(runs[0].scenario.pairing_key, name)

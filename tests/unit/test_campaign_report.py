@@ -108,7 +108,7 @@ def make_run(
 def make_campaign(name: str = "lfn-2x500m", runs: list[Run] | None = None) -> CampaignRun:
     res8 = Scenario(name, "reservoir", 8, "per-nic", 60e6, True, "paths", "cubic", 1 << 30)
     res4 = Scenario("res-4", "reservoir", 4, "per-nic", 120e6, True, "paths", "cubic", 1 << 30)
-    ipf8 = Scenario("iperf3-8", "iperf3", 8, "per-nic", None, None, "paths", "cubic", None, 20.0)
+    ipf8 = Scenario("iperf3-8", "iperf3", 8, "per-nic", 60e6, None, "paths", "cubic", None, 20.0)
     cut = Scenario("res-8-cut", "reservoir", 8, "per-nic", 60e6, True, "paths", "cubic", 1 << 30)
     if runs is None:
         runs = [

@@ -91,7 +91,9 @@ def full_campaign() -> CampaignRun:
     res = scenario(
         "res-4", pacing="per-nic", pacing_rate_bps=480e6, size_bytes=1 << 30, verify="receipt"
     )
-    ipf = scenario("iperf3-4", tool="iperf3", pacing="per-nic", duration_s=10.0)
+    ipf = scenario(
+        "iperf3-4", tool="iperf3", pacing="per-nic", pacing_rate_bps=480e6, duration_s=10.0
+    )
     failed = run(
         res,
         1,
@@ -333,6 +335,26 @@ def test_run_jain_over_the_middle_of_the_run() -> None:
 
 
 # ------------------------------------------------------------------ summary
+
+
+def test_summary_pairs_reservoir_with_the_iperf3_baseline_paced_at_its_rate() -> None:
+    """With a pacing rate axis, each reservoir scenario is set against the iperf3 run
+    paced at the same rate (as the campaign pairs them), not the first of them."""
+    slow, fast = 950e6, 990e6
+    res = [
+        scenario(f"res-{r:g}", streams=16, pacing="per-nic", pacing_rate_bps=r)
+        for r in (slow, fast)
+    ]
+    ipf = [
+        scenario(f"ipf-{r:g}", tool="iperf3", streams=16, pacing="per-nic", pacing_rate_bps=r)
+        for r in (slow, fast)
+    ]
+    runs = [run(ipf[0], goodput=850e6), run(ipf[1], goodput=880e6)]
+    runs += [run(res[0], goodput=780e6), run(res[1], goodput=880e6)]
+    rows = {row.scenario: row for row in summary_rows(campaign(runs))}
+    assert rows["res-9.5e+08"].baseline == "ipf-9.5e+08"
+    assert rows["res-9.9e+08"].baseline == "ipf-9.9e+08"
+    assert rows["res-9.9e+08"].of_iperf3 == pytest.approx(1.0)
 
 
 def test_summary_pairs_reservoir_with_its_iperf3_baseline() -> None:
