@@ -124,9 +124,8 @@ def _goodput_lines(
     vs_peers = [x.of_peers for x in lfn if x.of_peers is not None]
     loop_ratio = [x.of_iperf3 for x in loop if x.of_iperf3 is not None]
     loop_peers = [x.of_peers for x in loop if x.of_peers is not None]
-    loop_beat = (
-        TARGET_PEERS_LOOPBACK_RECEIPT if verification == "receipt" else (TARGET_PEERS_LOOPBACK)
-    )
+    receipt = verification == "receipt"
+    loop_beat = TARGET_PEERS_LOOPBACK_RECEIPT if receipt else TARGET_PEERS_LOOPBACK
     return [
         f"  LFN goodput / bottleneck      {_span(goodput)}"
         + _verdict(goodput, min(goodput, default=0) >= TARGET_BOTTLENECK),

@@ -36,6 +36,7 @@ from reservoir.campaigns.results import (
     TARGET_JAIN,
     TARGET_PEERS,
     TARGET_PEERS_LOOPBACK,
+    TARGET_PEERS_LOOPBACK_RECEIPT,
     CampaignRun,
     ResultsError,
     Run,
@@ -224,7 +225,8 @@ class _Report:
             "and xrdcp the tools compared with): goodput "
             + (
                 f"&ge; {TARGET_IPERF3_LOOPBACK:g} of iperf3 and &ge; "
-                f"{TARGET_PEERS_LOOPBACK:g} of the best peer on loopback"
+                f"{TARGET_PEERS_LOOPBACK:g} of the best peer on loopback "
+                f"({TARGET_PEERS_LOOPBACK_RECEIPT:g} receipt-verified)"
                 if loop
                 else f"&ge; {TARGET_BOTTLENECK:g} of the bottleneck, &ge; "
                 f"{TARGET_IPERF3:g} of iperf3 and &ge; {TARGET_PEERS:g} of the best peer with "
@@ -233,11 +235,11 @@ class _Report:
             + f"; Jain's index &ge; {TARGET_JAIN:g} with the equalizer on; a failed path "
             f"costs &lt; {TARGET_FAILOVER_S:g} s of aggregate throughput and is used again "
             f"&lt; {TARGET_BACK_S:g} s after it comes back. /iperf3 pairs each reservoir "
-            "scenario with the iperf3 scenario of the same streams, pacing, multilink, "
-            "congestion control and loss; /best-peer with the gridftp or xrdcp scenario of "
-            "highest goodput with the same streams, congestion control and loss (whatever "
-            "its pacing). A gridftp or xrdcp copy whose destination differed from the "
-            "source is a failed run.</p>"
+            "scenario with the iperf3 scenario of the same streams, pacing and pacing rate, "
+            "congestion control and loss (whatever its multilink mode); /best-peer with "
+            "the gridftp or xrdcp scenario of highest goodput with the same streams, "
+            "congestion control and loss (whatever its pacing). A gridftp or xrdcp copy "
+            "whose destination differed from the source is a failed run.</p>"
         )
         return "\n".join(out)
 
