@@ -245,9 +245,7 @@ def test_a_destination_is_probed_and_held_in_one_round_trip_its_streams_ready_to
     asyncio.run(asyncio.wait_for(main(), 10))
 
 
-def test_a_receipt_copy_arms_them_in_the_probes_round_trip_on_a_session_that_knows_the_target() -> (
-    None
-):
+def test_a_receipt_copy_arms_them_with_its_probe_once_its_sessions_know_the_target() -> None:
     """Receipts are armed by a vendor-specific command, sent only to a target known to
     be ours: a cold copy learns that from its probe and arms them in a second round
     trip, and every session it gives back keeps what it learned; the next copy arms
