@@ -367,7 +367,14 @@ async def _copy_from(
         )
         try:  # each remote destination was claimed as it was probed; refused, it is not
             plan, checkpoint = await _admit(
-                src, dsts, needs, source=source, dests=dests, span=(offset, length), options=options
+                src,
+                dsts,
+                needs,
+                source=source,
+                dests=dests,
+                span=(offset, length),
+                stripe_unit=unit,
+                options=options,
             )
         except BaseException:
             await _unclaim(dsts)
@@ -438,6 +445,7 @@ async def _admit(
     source: str,
     dests: list[str],
     span: tuple[int, int],
+    stripe_unit: int,
     options: CopyOptions,
 ) -> tuple[Plan, ck.Checkpoint]:
     """The copy's plan and checkpoint once its ends are known distinct devices, its
@@ -455,7 +463,7 @@ async def _admit(
         extent_size=options.extent_size,
         block_size=max(src.block_size, *(d.block_size for d in dsts)),
         pairs=tuple(ServerPair(source, d, options.streams) for d in dests),
-        stripe_unit=options.stripe_unit if len(dests) > 1 else 0,
+        stripe_unit=stripe_unit,
     )
     return plan, _checkpoint(source, " + ".join(dests), plan, options)
 
