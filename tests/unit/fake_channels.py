@@ -10,6 +10,20 @@ from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.transfer._stream import digest
 
 
+def tiled_receipt(received: dict[int, tuple[int, bytes]], offset: int, length: int) -> bytes | None:
+    """What our target answers for the range's receipts, from ``received`` (offset ->
+    (length, digest) of each write): the digest of the digests of the writes that tile
+    the range exactly, in order; None where they do not."""
+    parts, at = [], offset
+    while at < offset + length:
+        if at not in received:
+            return None
+        size, piece_digest = received[at]
+        parts.append(piece_digest)
+        at += size
+    return digest(b"".join(parts)) if at == offset + length else None
+
+
 class Memory:
     """A fake volume: ``delay`` seconds per command; fails after ``fail_after`` writes;
     corrupts the first ``corrupt`` writes; hashes ranges itself when ``hashes``."""
@@ -44,14 +58,7 @@ class Memory:
         if not self.keeps_receipts:
             return None
         self.receipts_asked += 1
-        parts, at = [], offset
-        while at < offset + length:
-            if at not in self.received:
-                return None
-            size, piece_digest = self.received[at]
-            parts.append(piece_digest)
-            at += size
-        return digest(b"".join(parts))
+        return tiled_receipt(self.received, offset, length)
 
     async def readinto(self, offset: int, view: memoryview) -> None:
         view[:] = await self.read(offset, len(view))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import xxhash
+from fake_channels import tiled_receipt
 
 from reservoir.agent.initiator import WriteData
 from reservoir.agent.iscsi.pdu import FileSpan
@@ -95,14 +96,7 @@ class ReceiptDisk(Disk):
         self.receipts[offset] = (len(data), xxhash.xxh3_128_digest(data))
 
     async def receipt(self, offset: int, length: int) -> bytes | None:
-        digests, at = [], offset
-        while at < offset + length:
-            if at not in self.receipts:
-                return None
-            step, digest = self.receipts[at]
-            digests.append(digest)
-            at += step
-        return xxhash.xxh3_128_digest(b"".join(digests)) if at == offset + length else None
+        return tiled_receipt(self.receipts, offset, length)
 
 
 class Side:
