@@ -6,7 +6,13 @@ sense. Logical units run over a :class:`Backend` (reservoir.agent.storage).
 """
 
 from ._cdb import DATA_READS, DATA_WRITES
-from ._hash_range import ALG_RECEIPT, ALG_XXH3_128, HASH_RANGE_OPCODE, MAX_HASH_BYTES
+from ._hash_range import (
+    ALG_READ_BACK,
+    ALG_RECEIPT,
+    ALG_XXH3_128,
+    HASH_RANGE_OPCODE,
+    MAX_HASH_BYTES,
+)
 from ._lu import LogicalUnit
 from ._lun_table import LunTable
 from ._luns import decode_lun, encode_lun
@@ -16,6 +22,7 @@ from ._state import derive_naa
 from ._types import Backend, Hasher, Nexus, ScsiCommand, ScsiResult, Status
 
 __all__ = [
+    "ALG_READ_BACK",
     "ALG_RECEIPT",
     "ALG_XXH3_128",
     "DATA_READS",

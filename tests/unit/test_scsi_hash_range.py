@@ -121,7 +121,7 @@ def test_last_possible_lba_is_lba_out_of_range() -> None:
 
 def test_unknown_algorithm_is_invalid_field_in_cdb_at_byte_1() -> None:
     lu, _ = make_lu()
-    for algorithm in (0x00, 0x03, 0xFF):
+    for algorithm in (0x00, 0x04, 0xFF):
         result = execute(lu, hash_range(0, 1, algorithm))
         assert sense_of(result) == (5, 0x24, 0x00)
         assert field_pointer(result.sense) == 1
