@@ -18,6 +18,7 @@ from reservoir.agent.initiator._errors import (
 from reservoir.agent.initiator._hash_range import (
     arm_receipts,
     hash_range,
+    hash_read_back,
     hash_receipts,
     supports_hash_range,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "device_designator",
     "discover",
     "hash_range",
+    "hash_read_back",
     "hash_receipts",
     "jump_connector",
     "mptcp_connect",

@@ -14,7 +14,7 @@ import asyncio
 from reservoir.agent.initiator._commands import hash_range16, inquiry, report_one_opcode
 from reservoir.agent.initiator._errors import ProtocolError, ScsiError
 from reservoir.agent.initiator._session import Session
-from reservoir.agent.scsi import ALG_RECEIPT, HASH_RANGE_OPCODE
+from reservoir.agent.scsi import ALG_READ_BACK, ALG_RECEIPT, HASH_RANGE_OPCODE
 
 VENDOR = b"RESERVOR"
 SUPPORTED = 0b011  # SPC-4 Table 305: supported, in conformance with a standard (or vendor)
@@ -67,4 +67,19 @@ async def hash_receipts(session: Session, lun: int, lba: int, blocks: int) -> by
         return None
     if len(reply.data) != 16:
         raise ProtocolError(f"HASH RANGE (receipt) returned {len(reply.data)} bytes, not 16")
+    return reply.data
+
+
+async def hash_read_back(session: Session, lun: int, lba: int, blocks: int) -> bytes | None:
+    """The digest an earlier HASH RANGE 01h read back from storage over exactly the
+    range, where no change went over it since (algorithm 03h: nothing is read now);
+    None where the target kept none (or is one of ours from before read-backs)."""
+    try:
+        reply = await session.scsi(lun, hash_range16(lba, blocks, ALG_READ_BACK), read_length=16)
+    except ScsiError:
+        return None
+    if not reply.data:
+        return None
+    if len(reply.data) != 16:
+        raise ProtocolError(f"HASH RANGE (read-back) returned {len(reply.data)} bytes, not 16")
     return reply.data

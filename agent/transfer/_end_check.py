@@ -9,7 +9,10 @@ receipts (HASH RANGE 02h) instead of its storage: a receipt is the digest of wha
 write received and stored without error, and the target drops it at any later change
 over it (a write of another session, WRITE SAME, UNMAP), so one still there says the
 extent holds what was written. Where the receipts no longer cover an extent, its
-storage is hashed. ``storage`` mode reads storage for every extent.
+storage is hashed. In ``storage`` mode an extent the destination hashed from its
+storage as it was written is checked by the digest it kept of that read (HASH RANGE
+03h) where no change has gone over the extent since; elsewhere its storage is hashed
+(or read back) now.
 
 This is what "verified" means in a summary: a statement about the destination at the
 end, including extents a checkpoint said were done by an earlier run.

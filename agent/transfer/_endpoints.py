@@ -43,6 +43,7 @@ from reservoir.agent.initiator import (
     device_designator,
     discover,
     hash_range,
+    hash_read_back,
     hash_receipts,
     pr_clear,
     pr_register,
@@ -145,6 +146,12 @@ class Channel(Protocol):
         receipt for some of it (the caller checks storage instead)."""
         ...
 
+    async def read_back(self, offset: int, length: int) -> bytes | None:
+        """The digest the destination read back from its storage when last asked to
+        hash exactly this range, where no change went over it since; None where it
+        kept none (the caller asks for its storage's digest now)."""
+        ...
+
     async def flush(self) -> None: ...
 
     async def release(self) -> None:
@@ -174,6 +181,7 @@ class Side(Protocol):
     block_size: int
     remote: bool  # channels go over the network (and over the streams' paths)
     device: str | None  # which device it is, whatever the spelling (None: unknown)
+    hashes: bool  # its channels' digest() is its own hash of its storage (HASH RANGE)
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel: ...
 
@@ -205,6 +213,9 @@ class LocalChannel:
     async def receipt(self, offset: int, length: int) -> bytes | None:
         return None
 
+    async def read_back(self, offset: int, length: int) -> bytes | None:
+        return None
+
     async def flush(self) -> None:
         await self.volume.flush()
 
@@ -233,6 +244,7 @@ def local_device(path: Path) -> str:
 
 class LocalSide:
     remote = False
+    hashes = False  # reading a local volume back is as cheap as hashing it here
 
     def __init__(self, volume: Volume, label: str, path: Path) -> None:
         self.volume, self.label = volume, label
@@ -292,6 +304,11 @@ class RemoteChannel:
             return await hash_receipts(self.session, self.lun, offset // self.bs, length // self.bs)
         except ScsiError:
             return None  # a target of ours from before receipts: storage is checked
+
+    async def read_back(self, offset: int, length: int) -> bytes | None:
+        if not self.hashes or length > MAX_HASH_BYTES:
+            return None
+        return await hash_read_back(self.session, self.lun, offset // self.bs, length // self.bs)
 
     async def flush(self) -> None:
         await self.session.scsi(self.lun, SYNCHRONIZE_CACHE_10)
@@ -752,6 +769,9 @@ class CountingChannel:
 
     async def receipt(self, offset: int, length: int) -> bytes | None:
         return await self.inner.receipt(offset, length)
+
+    async def read_back(self, offset: int, length: int) -> bytes | None:
+        return await self.inner.read_back(offset, length)
 
     async def flush(self) -> None:
         await self.inner.flush()

@@ -91,9 +91,11 @@ TICK = 0.5
 VERIFICATIONS = ("storage", "receipt")
 """How a copy is verified. Both end with the whole destination checked extent by
 extent after the last extent (_end_check), what differs sent again. ``storage``
-hashes every extent from the destination's storage there (HASH RANGE, or the extent
-read back), its one check of each extent: checking each extent's storage as it is
-written as well read it back twice. ``receipt`` checks each extent as it is written,
+hashes each extent from the destination's storage: as it is written where the
+destination hashes (HASH RANGE), which keeps the digest it read, so the check at the
+end finds the extent unchanged since without reading it again (HASH RANGE 03h); at
+the end only where the extent is read back over the network (another target), which
+would otherwise read it twice. ``receipt`` checks each extent as it is written,
 by the destination's receipts of what its writes received (storage where it keeps
 none), so a difference is sent again at once, and at the end by those receipts
 again where no change over the extent has dropped them: nothing is read back."""
@@ -761,9 +763,7 @@ class Run:
         settings = Settings(
             self.options.piece_size,
             self.options.depth,
-            # each extent checked as it is written by its receipts only (storage mode
-            # hashes its storage once, by the check at the end: _verify_end)
-            self.options.by_receipts,
+            self._checks_as_written(dst),
             self.options.verify_retries,
             receipts=self.options.by_receipts,
         )
@@ -1020,10 +1020,18 @@ class Run:
             *(_close_quietly(c) for worker in workers for c in (worker.source, worker.dest))
         )
 
+    def _checks_as_written(self, dst: Side) -> bool:
+        """Whether a stream into ``dst`` checks each extent as it writes it: by its
+        receipts in ``receipt`` mode; in ``storage`` mode where the destination hashes
+        its storage (HASH RANGE), which keeps what it read back, so the check at the
+        end reads nothing again (_verify_end). A destination that cannot hash is read
+        back over the network once, by the check at the end only."""
+        return self.options.by_receipts or (self.options.verify and dst.hashes)
+
     def _verified_by(self) -> str:
         if not self.options.verify:
             return ""
-        hashes = {isinstance(d, RemoteSide) and d.hashes for d in self.dsts}
+        hashes = {d.hashes for d in self.dsts}
         if hashes == {True}:
             return "destination"
         return "read-back" if hashes == {False} else "destination and read-back"

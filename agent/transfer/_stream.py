@@ -107,6 +107,9 @@ class StreamStats:
     helped: int = 0  # pieces of other streams' extents it wrote (at the tail of a copy)
     by_receipt: int = 0  # extents verified by the destination's receipts (not storage)
     end_by_receipt: int = 0  # ... of those it checked again at the end of the copy
+    # extents the end of the copy found unchanged since the destination read them back
+    # from storage (its read-backs: nothing read again)
+    end_by_read_back: int = 0
 
     @property
     def up(self) -> bool:
@@ -357,12 +360,19 @@ class StreamWorker:
     async def verify(self, extent: Extent, want: bytes, receipt: bytes | None = None) -> bool:
         """Whether the destination holds ``want`` (an extent's digest) for it now: by
         its receipts where ``receipt`` is given and they still cover the extent (no
-        change over it since the writes they record), else from its storage."""
+        change over it since the writes they record), else by the digest it kept when
+        it last read the extent back from storage (no change since), else from its
+        storage."""
         if self._window is None:
             self._window = self._new_window()
-        same, by_receipts = await self._compared(extent, want, receipt)
-        self.stats.end_by_receipt += same and by_receipts
-        return same
+        if receipt is not None and (same := await self._receipt_says(extent, receipt)) is not None:
+            self.stats.end_by_receipt += same
+            return same
+        kept = await self.dest.read_back(extent.dest_offset, extent.length)
+        if kept is not None:
+            self.stats.end_by_read_back += kept == want
+            return kept == want
+        return await self._verified(extent, want)
 
     async def resend(self, extent: Extent) -> None:
         """Reads the extent from the source again and carries it (written, verified)."""
@@ -373,21 +383,10 @@ class StreamWorker:
     async def _checked(self, extent: Extent, want: bytes, receipt: bytes | None) -> bool:
         """Whether the destination received the extent as sent (``receipt`` mode, where
         its receipts cover the extent) or holds it (storage)."""
-        same, by_receipts = await self._compared(extent, want, receipt)
-        self.stats.by_receipt += same and by_receipts
-        return same
-
-    async def _compared(
-        self, extent: Extent, want: bytes, receipt: bytes | None
-    ) -> tuple[bool, bool]:
-        """Whether the destination has the extent as wanted, and whether its receipts
-        (given ``receipt``, where they still cover the extent) said so rather than its
-        storage."""
-        if receipt is not None:
-            same = await self._receipt_says(extent, receipt)
-            if same is not None:
-                return same, True
-        return await self._verified(extent, want), False
+        if receipt is not None and (same := await self._receipt_says(extent, receipt)) is not None:
+            self.stats.by_receipt += same
+            return same
+        return await self._verified(extent, want)
 
     async def _receipt_says(self, extent: Extent, receipt: bytes) -> bool | None:
         """Whether the destination's receipts of the extent are ``receipt``; None when

@@ -72,8 +72,20 @@ class CopySummary:
                 "hashed by the destinations that can, read back and hashed elsewhere"
             ),
         }.get(self.verified_by, "checked")
-        if self.mode != "receipt":  # the one check of each extent's storage
-            return f"whole destination range {how} after the last extent: equal to the source"
+        kept = sum(s.end_by_read_back for s in self.streams)
+        unchanged = (
+            f"{kept} of {self.extents} found unchanged since the destination read them "
+            f"back from storage (its read-backs: nothing read again), "
+            if kept
+            else ""
+        )
+        if self.mode != "receipt":
+            if not kept:  # the one check of each extent's storage
+                return f"whole destination range {how} after the last extent: equal to the source"
+            return (
+                f"every extent hashed from the destination's storage as it was written; "
+                f"after the last extent, {unchanged}the rest {how}: equal to the source"
+            )
         by_receipt = sum(s.by_receipt for s in self.streams)
         again = sum(s.end_by_receipt for s in self.streams)
         done = sum(s.extents for s in self.streams)
@@ -81,7 +93,7 @@ class CopySummary:
             f"{by_receipt} of {done} extents checked by the destination's receipts of what it "
             f"received as they were written, the others hashed from storage; after the last "
             f"extent, {again} of {self.extents} checked again by those receipts (no change "
-            f"over them since) and the rest {how}: equal to the source"
+            f"over them since), {unchanged}and the rest {how}: equal to the source"
         )
 
     @property

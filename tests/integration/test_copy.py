@@ -133,6 +133,21 @@ def test_a_local_source_goes_to_the_network_by_sendfile(
     assert sha(lun) == sha(source)
 
 
+def test_storage_mode_hashes_each_extent_as_written_and_ends_by_the_targets_read_backs(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    """Our target hashes each extent's storage as the copy writes it and keeps the
+    digest (HASH RANGE 03h): the check at the end finds every extent unchanged since,
+    with nothing read a second time."""
+    summary = asyncio.run(copy(str(source), ours.url(0), options(tmp_path)))
+    extents = SIZE // EXTENT
+    assert summary.verified and summary.mode == "storage" and summary.end_mismatches == 0
+    assert sum(s.end_by_read_back for s in summary.streams) == extents
+    assert summary.verification.startswith("every extent hashed from the destination's storage")
+    assert f"{extents} of {extents} found unchanged since" in summary.verification
+    assert sha(lun) == sha(source)
+
+
 def test_receipt_mode_verifies_every_extent_by_the_targets_receipts(
     tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
 ) -> None:

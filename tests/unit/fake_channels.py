@@ -37,6 +37,7 @@ class Memory:
         self.keeps_receipts = False
         self.received: dict[int, tuple[int, bytes]] = {}  # offset: (length, digest)
         self.receipts_asked = 0
+        self.read_backs: dict[tuple[int, int], bytes] = {}  # (offset, length): digest
         self.in_flight = self.most_in_flight = 0
 
     async def read(self, offset: int, length: int) -> bytes:
@@ -51,7 +52,13 @@ class Memory:
             return None
         self.digests += 1
         await asyncio.sleep(self.delay)
-        return digest(self.data[offset : offset + length])
+        self.read_backs[(offset, length)] = digest(self.data[offset : offset + length])
+        return self.read_backs[(offset, length)]
+
+    async def read_back(self, offset: int, length: int) -> bytes | None:
+        """Like our target's read-backs: what digest() gave over exactly the range,
+        while no write has gone over it since."""
+        return self.read_backs.get((offset, length)) if self.hashes else None
 
     async def receipt(self, offset: int, length: int) -> bytes | None:
         """Like our target's receipts: digests of the writes that tile the range."""
@@ -76,6 +83,9 @@ class Memory:
         assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
         self.received[offset] = (len(data), digest(data))
+        end = offset + len(data)
+        for start, length in [k for k in self.read_backs if k[0] < end and offset < sum(k)]:
+            del self.read_backs[(start, length)]
         if self.corrupt:
             self.corrupt -= 1
             self.data[offset] ^= 0xFF

@@ -35,7 +35,7 @@ class Disk:
     def __init__(self, size: int, stuck: bool) -> None:
         self.data = bytearray(size)
         self.stuck, self.rotten = stuck, False
-        self.read_back = 0  # bytes read from it
+        self.bytes_read = 0  # bytes read from it
         self.said: list[str] = []  # "read", "write", "flush", "release", in order
 
     def rot(self) -> None:
@@ -45,7 +45,7 @@ class Disk:
     async def read(self, offset: int, length: int) -> bytes:
         self.said.append("read")
         await asyncio.sleep(0)
-        self.read_back += length
+        self.bytes_read += length
         return bytes(self.data[offset : offset + length])
 
     async def readinto(self, offset: int, view: memoryview) -> None:
@@ -63,6 +63,9 @@ class Disk:
         return None
 
     async def receipt(self, offset: int, length: int) -> bytes | None:
+        return None
+
+    async def read_back(self, offset: int, length: int) -> bytes | None:
         return None
 
     async def flush(self) -> None:
@@ -99,11 +102,44 @@ class ReceiptDisk(Disk):
         return tiled_receipt(self.receipts, offset, length)
 
 
+class HashingDisk(Disk):
+    """A destination that hashes its own storage as our target does (HASH RANGE) and
+    keeps each digest for exactly the range it read, dropped by any later change over
+    it (``rot`` is such a change): its read-backs."""
+
+    def __init__(self, size: int, stuck: bool) -> None:
+        super().__init__(size, stuck)
+        self.hashed = 0  # bytes it read back from its storage to hash
+        self.kept: dict[tuple[int, int], bytes] = {}  # (offset, length) -> digest
+
+    def _drop(self, start: int, end: int) -> None:
+        for offset, length in [k for k in self.kept if k[0] < end and start < sum(k)]:
+            del self.kept[(offset, length)]
+
+    def rot(self) -> None:
+        super().rot()
+        self._drop(ROT.start, ROT.stop)
+
+    async def write(self, offset: int, data: WriteData) -> None:
+        self._drop(offset, offset + len(data))
+        await super().write(offset, data)
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        self.said.append("hash")
+        self.hashed += length
+        self.kept[(offset, length)] = xxhash.xxh3_128_digest(self.data[offset : offset + length])
+        return self.kept[(offset, length)]
+
+    async def read_back(self, offset: int, length: int) -> bytes | None:
+        return self.kept.get((offset, length))
+
+
 class Side:
     device: str | None = None
 
     def __init__(self, disk: Disk, remote: bool) -> None:
         self.disk, self.remote, self.label = disk, remote, "fake"
+        self.hashes = isinstance(disk, HashingDisk)
         self.size, self.block_size = len(disk.data), BLOCK
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
@@ -114,9 +150,13 @@ class Side:
 
 
 def run_copy(
-    tmp_path: Path, stuck: bool, rot: bool = True, verification: str = "storage"
+    tmp_path: Path,
+    stuck: bool,
+    rot: bool = True,
+    verification: str = "storage",
+    disk: type[Disk] | None = None,
 ) -> tuple[Disk, Disk, CopySummary]:
-    disk = ReceiptDisk if verification == "receipt" else Disk
+    disk = disk or (ReceiptDisk if verification == "receipt" else Disk)
     source, dest = Disk(SIZE, stuck=False), disk(SIZE, stuck)
     source.data[:] = os.urandom(SIZE)
     plan = make_plan(0, SIZE, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2))
@@ -147,18 +187,18 @@ def test_an_extent_that_differs_at_the_end_is_sent_again(tmp_path: Path) -> None
 
 
 def test_a_storage_verified_copy_reads_its_destination_back_once(tmp_path: Path) -> None:
-    # each extent's storage is checked by the check at the end only: checking it as it
-    # is written too read every byte back twice
+    # a destination that cannot hash is read back by the check at the end only:
+    # checking each extent as it is written too would read every byte back twice
     _, dest, summary = run_copy(tmp_path, stuck=False, rot=False)
     assert summary.verified and summary.mode == "storage" and summary.end_mismatches == 0
-    assert dest.read_back == SIZE
+    assert dest.bytes_read == SIZE
 
 
 def test_a_receipt_verified_copy_checks_the_end_by_receipts_and_reads_nothing_back(
     tmp_path: Path,
 ) -> None:
     source, dest, summary = run_copy(tmp_path, stuck=False, rot=False, verification="receipt")
-    assert dest.data == source.data and dest.read_back == 0
+    assert dest.data == source.data and dest.bytes_read == 0
     assert summary.verified and summary.mode == "receipt" and summary.end_mismatches == 0
     extents = SIZE // EXTENT
     assert sum(s.end_by_receipt for s in summary.streams) == extents
@@ -173,7 +213,7 @@ def test_a_receipt_verified_copy_finds_a_change_after_its_last_write(tmp_path: P
     source, dest, summary = run_copy(tmp_path, stuck=False, verification="receipt")
     assert dest.rotten and dest.data == source.data
     assert summary.verified and summary.end_mismatches == 1
-    assert dest.read_back == EXTENT  # the changed extent only
+    assert dest.bytes_read == EXTENT  # the changed extent only
     # 15 by receipts at the end, the changed one by storage, then by receipts once resent
     assert sum(s.end_by_receipt for s in summary.streams) == SIZE // EXTENT
 
@@ -206,3 +246,45 @@ def test_a_destination_that_still_differs_fails_the_copy_naming_the_range(
     first, last = 3 * EXTENT, 4 * EXTENT - 1
     with pytest.raises(CopyError, match=f"still differs .*bytes {first}-{last} of destination 0"):
         run_copy(tmp_path, stuck=True)
+
+
+def test_a_storage_verified_copy_hashes_each_extent_as_written_and_ends_by_its_read_backs(
+    tmp_path: Path,
+) -> None:
+    """Into a destination that hashes its storage, each extent is hashed once, as it is
+    written (off the network's path); the check at the end finds them unchanged since
+    by the digests the destination kept, and reads nothing again."""
+    source, dest, summary = run_copy(tmp_path, stuck=False, rot=False, disk=HashingDisk)
+    assert isinstance(dest, HashingDisk)
+    assert dest.data == source.data and dest.hashed == SIZE and dest.bytes_read == 0
+    assert summary.verified and summary.mode == "storage" and summary.end_mismatches == 0
+    extents = SIZE // EXTENT
+    assert sum(s.end_by_read_back for s in summary.streams) == extents
+    assert summary.verification.startswith("every extent hashed from the destination's storage")
+    assert f"{extents} of {extents} found unchanged since" in summary.verification
+    assert (
+        dest.said.count("hash") == extents and "hash" not in dest.said[dest.said.index("flush") :]
+    )
+
+
+def test_a_storage_verified_copy_finds_a_change_after_an_extent_was_read_back(
+    tmp_path: Path,
+) -> None:
+    """A change over an extent after it was hashed drops what the destination kept of
+    it: the check at the end hashes that extent's storage again, finds it different
+    and sends it again."""
+    source, dest, summary = run_copy(tmp_path, stuck=False, disk=HashingDisk)
+    assert isinstance(dest, HashingDisk)
+    assert dest.rotten and dest.data == source.data
+    assert summary.verified and summary.end_mismatches == 1
+    # every extent as written, the changed one at the end, then once more as resent
+    assert dest.hashed == SIZE + 2 * EXTENT
+    assert sum(s.end_by_read_back for s in summary.streams) == SIZE // EXTENT
+
+
+def test_a_storage_verified_copy_whose_extent_stays_changed_fails_naming_it(
+    tmp_path: Path,
+) -> None:
+    first, last = 3 * EXTENT, 4 * EXTENT - 1
+    with pytest.raises(CopyError, match=f"still differs .*bytes {first}-{last} of destination 0"):
+        run_copy(tmp_path, stuck=True, disk=HashingDisk)

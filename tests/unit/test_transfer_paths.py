@@ -81,6 +81,7 @@ class Volume(Memory):
 
 class FakeSide:
     device: str | None = None
+    hashes = False
 
     def __init__(self, data: bytearray, remote: bool, links: dict[str, Link]) -> None:
         self.data, self.remote, self.links = data, remote, links

@@ -43,6 +43,7 @@ class Side:
     of another stream (a session that logged in after the probe, registering)."""
 
     device: str | None = None
+    hashes = False
 
     def __init__(self, memory: Watched, remote: bool, late: int | None = None) -> None:
         self.memory, self.remote, self.late, self.label = memory, remote, late, "fake"
