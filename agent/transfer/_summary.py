@@ -75,16 +75,17 @@ class CopySummary:
         kept = sum(s.end_by_read_back for s in self.streams)
         unchanged = (
             f"{kept} of {self.extents} found unchanged since the destination read them "
-            f"back from storage (its read-backs: nothing read again), "
+            f"back from storage (its read-backs: nothing read again)"
             if kept
             else ""
         )
         if self.mode != "receipt":
             if not kept:  # the one check of each extent's storage
                 return f"whole destination range {how} after the last extent: equal to the source"
+            rest = "" if kept == self.extents else f", the rest {how}"
             return (
                 f"every extent hashed from the destination's storage as it was written; "
-                f"after the last extent, {unchanged}the rest {how}: equal to the source"
+                f"after the last extent, {unchanged}{rest}: equal to the source"
             )
         by_receipt = sum(s.by_receipt for s in self.streams)
         again = sum(s.end_by_receipt for s in self.streams)
@@ -93,7 +94,8 @@ class CopySummary:
             f"{by_receipt} of {done} extents checked by the destination's receipts of what it "
             f"received as they were written, the others hashed from storage; after the last "
             f"extent, {again} of {self.extents} checked again by those receipts (no change "
-            f"over them since), {unchanged}and the rest {how}: equal to the source"
+            f"over them since), {unchanged + ', ' if kept else ''}and the rest {how}: equal to "
+            f"the source"
         )
 
     @property
