@@ -2,9 +2,12 @@
 
 A stream keeps its connection busy across extent boundaries: up to ``depth``
 ``piece``-sized commands are in flight on it at any time, for up to
-``extents_in_flight`` extents (the next extent's writes go out while the previous
-one is being verified), and one extent is taken ahead of the network, so a stream
-holds at most ``extents_in_flight + 1`` extents.  From a local source to a session
+``extents_in_flight`` extents being written, and one extent is taken ahead of the
+network, so a stream holds the data of at most ``extents_in_flight + 1`` extents.
+A written extent gives its data back and frees its place while the destination
+answers its check (at most ``checks_in_flight`` of them wait so, holding only their
+digests): a check that reads the destination's storage (8 MiB from disk) holds up
+neither the stream nor its buffers.  From a local source to a session
 that can send from a file, an extent is not read into memory at all: it is hashed
 from the file in a worker thread and its pieces go out as :class:`FileSpan` s
 (sendfile); elsewhere it is read into a reused extent buffer.  Verification asks the
@@ -35,6 +38,22 @@ Loaded = bytearray | FileSpan  # an extent's data: read into a buffer, or left i
 STREAM_ERRORS = (ConnectionLostError, CommandTimeout)
 ECF_SLACK = 1.1  # a stream takes an extent it would finish within 1.1 x the expected end
 RECHECK_S = 0.25  # a stream that left an extent to faster ones looks again this often
+
+
+class _Once:
+    """Calls ``action`` the first time it is called, never again."""
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        self.action: Callable[[], object] | None = action
+
+    def __call__(self) -> None:
+        if self.action is not None:
+            action, self.action = self.action, None
+            action()
+
+    def after(self, _: object) -> None:
+        """As a done callback."""
+        self()
 
 
 class VerifyError(CopyError):
@@ -123,7 +142,8 @@ class Settings:
     verify: bool = True
     retries: int = 3
     receipts: bool = False  # check the destination's receipts before its storage
-    extents_in_flight: int = 2  # written, not yet verified
+    extents_in_flight: int = 2  # being written (each holds its data)
+    checks_in_flight: int = 8  # written, their check not yet answered (each holds a digest)
 
 
 class Dispatcher:
@@ -278,6 +298,7 @@ class StreamWorker:
     _window: Window | None = None
     _ahead: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     _spare: list[bytearray] = field(default_factory=list)  # extent buffers to reuse
+    _checks: asyncio.Semaphore | None = None  # written extents waiting for their check
     _busy: int = 0  # extents being carried
     _busy_since: float = 0.0
 
@@ -321,31 +342,55 @@ class StreamWorker:
         while (item := await self._queue.get()) is not None:
             await slots.acquire()
             self._ahead.release()  # carried now: the next one may be taken and read
-            carrier = group.create_task(self._carry(*item))
-            carrier.add_done_callback(lambda _: slots.release())
+            written = _Once(slots.release)
+            carrier = group.create_task(self._carry(*item, written))
+            carrier.add_done_callback(written.after)
 
-    async def _carry(self, extent: Extent, data: Loaded) -> None:
-        """Writes and verifies one extent (rewriting it after a mismatch)."""
+    async def _carry(
+        self, extent: Extent, data: Loaded | None, written: Callable[[], None] = lambda: None
+    ) -> None:
+        """Writes and verifies one extent (rewriting it after a mismatch). Once it is
+        written, ``written`` lets the stream carry the next one while the destination
+        answers the check, and its data is given back (read again for a rewrite), so
+        a check that reads the destination's storage holds up neither the stream nor
+        an extent buffer."""
         self._started()
         self.dispatcher.writing(extent)
         try:
             for attempt in range(self.settings.retries + 1):
-                if attempt == 0 or isinstance(data, FileSpan):
-                    # a span is hashed again before it is sent again: it goes out
-                    # from the file as the file is then
-                    want, receipt = await self._digests(data)
+                if data is None:  # given back after the last attempt's write
+                    data = await self._load(extent)
+                # hashed at every attempt: what is sent again is read from the source
+                # again (a span goes out from the file as the file is then)
+                want, receipt = await self._digests(data)
                 await self._write(extent, data)
                 self.stats.bytes += extent.length
-                if not self.settings.verify or await self._checked(extent, want, receipt):
-                    self.stats.extents += 1
-                    self.on_done(self, extent, want, receipt)
+                if self.settings.verify:
                     self._give_back(data)  # every command on it has completed
-                    return
-                if attempt < self.settings.retries:
-                    self.stats.retries += 1
+                    data = None
+                    if not await self._checked_aside(extent, want, receipt, written):
+                        if attempt < self.settings.retries:
+                            self.stats.retries += 1
+                        continue
+                self.stats.extents += 1
+                self.on_done(self, extent, want, receipt)
+                if data is not None:
+                    self._give_back(data)
+                return
             raise VerifyError(f"extent {extent.id} at byte {extent.offset} did not verify")
         finally:
             self._stopped()
+
+    async def _checked_aside(
+        self, extent: Extent, want: bytes, receipt: bytes | None, written: Callable[[], None]
+    ) -> bool:
+        """:meth:`_checked`, with the stream free to carry its next extent meanwhile
+        (at most ``checks_in_flight`` of its extents wait for their checks)."""
+        if self._checks is None:
+            self._checks = asyncio.Semaphore(self.settings.checks_in_flight)
+        async with self._checks:
+            written()
+            return await self._checked(extent, want, receipt)
 
     def _started(self) -> None:
         if self._busy == 0:
@@ -378,7 +423,7 @@ class StreamWorker:
         """Reads the extent from the source again and carries it (written, verified)."""
         if self._window is None:
             self._window = self._new_window()
-        await self._carry(extent, await self._load(extent))
+        await self._carry(extent, None)
 
     async def _checked(self, extent: Extent, want: bytes, receipt: bytes | None) -> bool:
         """Whether the destination received the extent as sent (``receipt`` mode, where

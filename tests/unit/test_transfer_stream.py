@@ -182,6 +182,34 @@ def test_destination_digest_mismatch_is_resent() -> None:
     assert dest == source and stats[0].retries == 1 and sink.reads == 0
 
 
+class SlowCheck(Memory):
+    """A destination that hashes its storage slowly (a read of its disk), writes fast."""
+
+    def __init__(self) -> None:
+        super().__init__(bytearray())
+        self.hashes = True
+        self.checking = self.most_checking = 0
+
+    async def digest(self, offset: int, length: int) -> bytes | None:
+        self.checking += 1
+        self.most_checking = max(self.most_checking, self.checking)
+        try:
+            await asyncio.sleep(0.02)
+            return await super().digest(offset, length)
+        finally:
+            self.checking -= 1
+
+
+def test_a_stream_writes_its_next_extents_while_the_destination_answers_a_check() -> None:
+    """A written extent frees its place while its check is answered: the stream goes
+    on writing, with at most ``checks_in_flight`` checks waiting."""
+    sink = SlowCheck()
+    settings = Settings(piece=EXTENT, extents_in_flight=1, checks_in_flight=3)
+    source, dest, stats, _, done = asyncio.run(run([0.0], 10, sinks=[sink], settings=settings))
+    assert dest == source and sorted(done) == list(range(10)) and stats[0].extents == 10
+    assert sink.most_checking == 3
+
+
 def test_window_stays_full_across_extent_boundaries() -> None:
     sink = Memory(bytearray(), 0.002)
     sink.hashes = True
