@@ -9,10 +9,12 @@ receipts (HASH RANGE 02h) instead of its storage: a receipt is the digest of wha
 write received and stored without error, and the target drops it at any later change
 over it (a write of another session, WRITE SAME, UNMAP), so one still there says the
 extent holds what was written. Where the receipts no longer cover an extent, its
-storage is hashed. In ``storage`` mode an extent the destination hashed from its
-storage as it was written is checked by the digest it kept of that read (HASH RANGE
-03h) where no change has gone over the extent since; elsewhere its storage is hashed
-(or read back) now.
+storage is hashed. In ``storage`` mode an extent this run wrote, and the destination
+hashed from its storage as it was written, is checked by the digest the destination
+kept of that read (HASH RANGE 03h) where no change through it has gone over the
+extent since; elsewhere its storage is hashed (or read back) now. Extents done by an
+earlier run are always hashed from storage: between two runs anything may have
+changed them, the target's own writes or not (a process writing its backing file).
 
 This is what "verified" means in a summary: a statement about the destination at the
 end, including extents a checkpoint said were done by an earlier run.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from reservoir.agent.transfer._plan import Extent
 from reservoir.agent.transfer._stream import StreamWorker, VerifyError
@@ -41,12 +43,16 @@ async def mismatched(
     wanted: Mapping[int, bytes],
     receipts: Mapping[int, bytes],
     at_once: int = READ_BACK_AT_ONCE,
+    *,
+    written: Collection[int] = (),
 ) -> list[Extent]:
     """The extents whose destination digest is not the one wanted, in extent order;
     ``workers`` are the live streams of each server pair, each checking ``at_once``
     extents at a time (more where the destinations hash: nothing is read back). An
     extent with an entry in ``receipts`` (written by this run in receipt mode) is
-    checked by the destination's receipts where they still cover it."""
+    checked by the destination's receipts where they still cover it; one in
+    ``written`` (written and checked by this run) by the digest the destination kept
+    when it hashed the extent's storage, where no change has gone over it since."""
     bad: list[Extent] = []
 
     async def check(worker: StreamWorker, mine: list[Extent]) -> None:
@@ -54,7 +60,8 @@ async def mismatched(
 
         async def one(extent: Extent) -> None:
             async with limit:
-                if not await worker.verify(extent, wanted[extent.id], receipts.get(extent.id)):
+                receipt, ours = receipts.get(extent.id), extent.id in written
+                if not await worker.verify(extent, wanted[extent.id], receipt, written=ours):
                     bad.append(extent)
 
         await asyncio.gather(*(one(e) for e in mine))

@@ -556,6 +556,7 @@ class Run:
         self.end_mismatches = 0  # extents the check at the end found different
         self.end_checked = False  # the whole range was hashed again at the end
         self.receipts: dict[int, bytes] = {}  # extent -> what its receipts should say
+        self.written: set[int] = set()  # extents this run wrote (and checked as written)
         self.started = time.monotonic()
         # when the copy was asked for, before its sides were opened and probed
         self.began = self.started if began is None else began
@@ -789,6 +790,7 @@ class Run:
         self, worker: StreamWorker, extent: Extent, digest: bytes, receipt: bytes | None
     ) -> None:
         self.dispatcher.done(worker.stats.index, extent)
+        self.written.add(extent.id)
         if receipt is not None:
             self.receipts[extent.id] = receipt
         self.copied += extent.length
@@ -971,7 +973,10 @@ class Run:
         hashing = self._verified_by() == "destination"  # every destination hashes
         at_once = end_check.HASHED_AT_ONCE if hashing else end_check.READ_BACK_AT_ONCE
         receipts = self.receipts  # extents this run wrote in receipt mode
-        bad = await end_check.mismatched(workers, self.plan.extents, wanted, receipts, at_once)
+        written = self.written  # ... in either mode (by read-backs: _end_check)
+        bad = await end_check.mismatched(
+            workers, self.plan.extents, wanted, receipts, at_once, written=written
+        )
         if bad:
             self.end_mismatches = len(bad)
             log.warning(
@@ -981,7 +986,9 @@ class Run:
                 end_check.ranges(bad),
             )
             await end_check.resend(workers, bad)
-            still = await end_check.mismatched(workers, bad, wanted, receipts, at_once)
+            still = await end_check.mismatched(
+                workers, bad, wanted, receipts, at_once, written=written
+            )
             if still:
                 raise CopyError(
                     f"the destination still differs from the source after sending "
