@@ -553,6 +553,7 @@ class Run:
         self.dispatcher = Dispatcher(Queues(plan, self.skipped), plan.streams)
         self.stats = [StreamStats(i, self._path_label(i)) for i in range(plan.streams)]
         self.copied = self.resent = self.mismatches = self.reissued = 0
+        self.found = 0  # bytes in flight at the last stop, found on the destination already
         self.end_mismatches = 0  # extents the check at the end found different
         self.end_checked = False  # the whole range was hashed again at the end
         self.receipts: dict[int, bytes] = {}  # extent -> what its receipts should say
@@ -771,7 +772,14 @@ class Run:
         inner = dest.inner if isinstance(dest, CountingChannel) else dest
         tcp_info = inner.session.tcp_info if isinstance(inner, RemoteChannel) else None
         return StreamWorker(
-            self.stats[index], source, dest, self.dispatcher, settings, self._on_done, tcp_info
+            self.stats[index],
+            source,
+            dest,
+            self.dispatcher,
+            settings,
+            self._on_done,
+            tcp_info,
+            maybe_written=self.previously_in_flight,
         )
 
     def _counted(self, channel: Channel, label: str) -> Channel:
@@ -787,14 +795,22 @@ class Run:
         return self.dst.remote
 
     def _on_done(
-        self, worker: StreamWorker, extent: Extent, digest: bytes, receipt: bytes | None
+        self,
+        worker: StreamWorker,
+        extent: Extent,
+        digest: bytes,
+        receipt: bytes | None,
+        wrote: bool,
     ) -> None:
         self.dispatcher.done(worker.stats.index, extent)
-        self.written.add(extent.id)
+        self.written.add(extent.id)  # written or found by this run, checked by storage
         if receipt is not None:
             self.receipts[extent.id] = receipt
-        self.copied += extent.length
-        if extent.id in self.previously_in_flight:
+        if not wrote:  # in flight at the last stop, and on the destination already
+            self.found += extent.length
+        else:
+            self.copied += extent.length
+        if wrote and extent.id in self.previously_in_flight:
             self.resent += extent.length
         self.checkpoint.in_flight = self.dispatcher.in_flight()
         self.checkpoint.record(extent.id, digest)
@@ -1059,6 +1075,7 @@ class Run:
             copied_bytes=self.copied,
             skipped_extents=len(self.skipped),
             skipped_bytes=sum(self.plan.extent(i).length for i in self.skipped),
+            found_bytes=self.found,
             resent_bytes=self.resent + sent - self.copied + self.reissued,
             mismatches=sum(s.retries for s in self.stats),
             checkpoint=str(self.checkpoint.path),

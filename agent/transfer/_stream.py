@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
 import xxhash
@@ -126,6 +126,7 @@ class StreamStats:
     helped: int = 0  # pieces of other streams' extents it wrote (at the tail of a copy)
     by_receipt: int = 0  # extents verified by the destination's receipts (not storage)
     end_by_receipt: int = 0  # ... of those it checked again at the end of the copy
+    found: int = 0  # extents a stopped run had in flight, found written (not sent again)
     # extents the end of the copy found unchanged since the destination read them back
     # from storage (its read-backs: nothing read again)
     end_by_read_back: int = 0
@@ -280,7 +281,10 @@ class Dispatcher:
 
 
 # (worker, extent, its digest, what the destination's receipts should say of it)
-Done = Callable[["StreamWorker", Extent, bytes, bytes | None], None]
+Done = Callable[["StreamWorker", Extent, bytes, bytes | None, bool], None]
+"""Called with an extent done (verified where the copy verifies): its digest, what its
+receipts should say (receipt mode), and whether this stream wrote it (False: it was
+found on the destination already, see ``maybe_written``)."""
 
 
 @dataclass
@@ -292,6 +296,9 @@ class StreamWorker:
     settings: Settings
     on_done: Done
     tcp_info: TcpInfoSource | None = None  # the connection writes go over, to size the window
+    # extents a stopped run may have written (in flight at its stop): each is looked
+    # for on the destination (its digest, where it hashes) before it is sent again
+    maybe_written: Collection[int] = frozenset()
     _queue: asyncio.Queue[tuple[Extent, Loaded] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=1)
     )
@@ -363,6 +370,11 @@ class StreamWorker:
                 # hashed at every attempt: what is sent again is read from the source
                 # again (a span goes out from the file as the file is then)
                 want, receipt = await self._digests(data)
+                if attempt == 0 and await self._already_there(extent, want):
+                    self.stats.found += 1
+                    self.on_done(self, extent, want, None, False)
+                    self._give_back(data)
+                    return
                 await self._write(extent, data)
                 self.stats.bytes += extent.length
                 if self.settings.verify:
@@ -373,13 +385,20 @@ class StreamWorker:
                             self.stats.retries += 1
                         continue
                 self.stats.extents += 1
-                self.on_done(self, extent, want, receipt)
+                self.on_done(self, extent, want, receipt, True)
                 if data is not None:
                     self._give_back(data)
                 return
             raise VerifyError(f"extent {extent.id} at byte {extent.offset} did not verify")
         finally:
             self._stopped()
+
+    async def _already_there(self, extent: Extent, want: bytes) -> bool:
+        """Whether an extent a stopped run may have written is on the destination as the
+        source has it (asked where the destination hashes: one round trip, not a send)."""
+        if extent.id not in self.maybe_written or not self.settings.verify:
+            return False
+        return await self.dest.digest(extent.dest_offset, extent.length) == want
 
     async def _checked_aside(
         self, extent: Extent, want: bytes, receipt: bytes | None, written: Callable[[], None]

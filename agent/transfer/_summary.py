@@ -59,6 +59,9 @@ class CopySummary:
     jump_started: int = 0  # streams whose connection started at its paced rate, not slow
     first_write: float | None = None  # s from the copy being asked for to its first write
     extents: int = 0  # in the copy's range, those done by an earlier run included
+    # in flight when an earlier run stopped, and found on the destination as the
+    # source has them (its digest): checked, not sent again
+    found_bytes: int = 0
 
     @property
     def verification(self) -> str:
@@ -157,8 +160,8 @@ def format_summary(s: CopySummary) -> str:
     )
     lines += [
         f"copied {s.copied_bytes} bytes in {s.elapsed:.2f} s ({s.rate / 1e6:.1f} MB/s); "
-        f"skipped {s.skipped_bytes} bytes ({s.skipped_extents} extents) from the checkpoint; "
-        f"sent twice {s.resent_bytes} bytes",
+        f"skipped {s.skipped_bytes} bytes ({s.skipped_extents} extents) from the checkpoint"
+        f"{_found(s)}; sent twice {s.resent_bytes} bytes",
         f"root hash {s.root_hash} ({verify})",
     ]
     return "\n".join(lines)
@@ -171,6 +174,15 @@ _HOLD_LINES = {
     "other initiators were not (the target lets only one session write under a "
     "reservation)",
 }
+
+
+def _found(s: CopySummary) -> str:
+    if not s.found_bytes:
+        return ""
+    return (
+        f", {s.found_bytes} bytes in flight at the last stop found on the destination "
+        f"already (not sent again)"
+    )
 
 
 def _sessions_line(s: CopySummary) -> str:

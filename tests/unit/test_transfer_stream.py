@@ -56,7 +56,7 @@ async def run(
     loop = asyncio.get_running_loop()
 
     def on_done(
-        worker: StreamWorker, extent: Extent, extent_digest: bytes, _: bytes | None
+        worker: StreamWorker, extent: Extent, extent_digest: bytes, _: bytes | None, __: bool
     ) -> None:
         assert extent.id not in done
         done[extent.id] = extent_digest
@@ -228,7 +228,9 @@ def test_extents_of_a_lost_stream_stay_in_flight_until_done_elsewhere() -> None:
         )
         dispatcher = Dispatcher(Queues(plan), 2)
 
-        def on_done(worker: StreamWorker, extent: Extent, _: bytes, __: bytes | None) -> None:
+        def on_done(
+            worker: StreamWorker, extent: Extent, _: bytes, __: bytes | None, ___: bool
+        ) -> None:
             dispatcher.done(worker.stats.index, extent)
 
         def worker(index: int, sink: Memory) -> StreamWorker:
@@ -401,3 +403,42 @@ def test_a_helper_stops_when_the_owner_of_the_extent_fails() -> None:
     )
     assert stats[1].error is not None and stats[0].error is None
     assert dest == source and sorted(done) == [0, 1]
+
+
+def test_an_extent_a_stopped_run_had_in_flight_is_not_sent_again_where_it_is_there() -> None:
+    """Extents in flight at the last stop: the one the destination holds as the source
+    has it (its digest) is done without a write; the one it does not is written."""
+
+    async def main() -> tuple[bytes, bytearray, Memory, dict[int, bool], StreamStats]:
+        size = 3 * EXTENT
+        source = os.urandom(size)
+        dest = bytearray(size)
+        dest[:EXTENT] = source[:EXTENT]  # extent 0 arrived whole before the stop
+        dest[EXTENT : EXTENT + 100] = source[EXTENT : EXTENT + 100]  # extent 1 in part
+        plan = make_plan(
+            0, size, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 1)
+        )
+        dispatcher = Dispatcher(Queues(plan), 1)
+        wrote: dict[int, bool] = {}
+
+        def on_done(
+            worker: StreamWorker, extent: Extent, _: bytes, __: bytes | None, by_write: bool
+        ) -> None:
+            wrote[extent.id] = by_write
+            dispatcher.done(worker.stats.index, extent)
+
+        sink = Memory(dest)
+        sink.hashes = True
+        stats = StreamStats(0, "p")
+        settings = Settings(piece=EXTENT)
+        src = Memory(bytearray(source))
+        worker = StreamWorker(
+            stats, src, sink, dispatcher, settings, on_done, maybe_written=frozenset({0, 1})
+        )
+        await worker.run()
+        return source, dest, sink, wrote, stats
+
+    source, dest, sink, wrote, stats = asyncio.run(main())
+    assert dest == source
+    assert wrote == {0: False, 1: True, 2: True}
+    assert sink.writes == 2 and stats.found == 1 and stats.bytes == 2 * EXTENT
