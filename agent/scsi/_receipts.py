@@ -103,6 +103,8 @@ class _Kept:
             self._order = deque(r for r in self._order if r.live)
 
     def drop_overlapping(self, lba: int, end: int) -> None:
+        if not self._by_start:  # most writes: nobody asked for receipts or read-backs
+            return
         first = max(0, lba - self._span + 1) // self._bucket
         for bucket in range(first, (end - 1) // self._bucket + 1):
             for start in list(self._buckets.get(bucket, ())):
