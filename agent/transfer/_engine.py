@@ -557,7 +557,7 @@ class Run:
         self.end_mismatches = 0  # extents the check at the end found different
         self.end_checked = False  # the whole range was hashed again at the end
         self.receipts: dict[int, bytes] = {}  # extent -> what its receipts should say
-        self.written: set[int] = set()  # extents this run wrote (and checked as written)
+        self.done_here: set[int] = set()  # extents this run did (wrote or found), checked
         self.started = time.monotonic()
         # when the copy was asked for, before its sides were opened and probed
         self.began = self.started if began is None else began
@@ -803,7 +803,7 @@ class Run:
         wrote: bool,
     ) -> None:
         self.dispatcher.done(worker.stats.index, extent)
-        self.written.add(extent.id)  # written or found by this run, checked by storage
+        self.done_here.add(extent.id)
         if receipt is not None:
             self.receipts[extent.id] = receipt
         if not wrote:  # in flight at the last stop, and on the destination already
@@ -989,7 +989,7 @@ class Run:
         hashing = self._verified_by() == "destination"  # every destination hashes
         at_once = end_check.HASHED_AT_ONCE if hashing else end_check.READ_BACK_AT_ONCE
         receipts = self.receipts  # extents this run wrote in receipt mode
-        written = self.written  # ... in either mode (by read-backs: _end_check)
+        written = self.done_here  # ... in either mode (by read-backs: _end_check)
         bad = await end_check.mismatched(
             workers, self.plan.extents, wanted, receipts, at_once, written=written
         )

@@ -349,15 +349,15 @@ class StreamWorker:
         while (item := await self._queue.get()) is not None:
             await slots.acquire()
             self._ahead.release()  # carried now: the next one may be taken and read
-            written = _Once(slots.release)
-            carrier = group.create_task(self._carry(*item, written))
-            carrier.add_done_callback(written.after)
+            free_place = _Once(slots.release)
+            carrier = group.create_task(self._carry(*item, free_place))
+            carrier.add_done_callback(free_place.after)
 
     async def _carry(
-        self, extent: Extent, data: Loaded | None, written: Callable[[], None] = lambda: None
+        self, extent: Extent, data: Loaded | None, free_place: Callable[[], None] = lambda: None
     ) -> None:
         """Writes and verifies one extent (rewriting it after a mismatch). Once it is
-        written, ``written`` lets the stream carry the next one while the destination
+        written, ``free_place`` lets the stream carry the next one while the destination
         answers the check, and its data is given back (read again for a rewrite), so
         a check that reads the destination's storage holds up neither the stream nor
         an extent buffer."""
@@ -380,7 +380,7 @@ class StreamWorker:
                 if self.settings.verify:
                     self._give_back(data)  # every command on it has completed
                     data = None
-                    if not await self._checked_aside(extent, want, receipt, written):
+                    if not await self._checked_aside(extent, want, receipt, free_place):
                         if attempt < self.settings.retries:
                             self.stats.retries += 1
                         continue
@@ -401,14 +401,14 @@ class StreamWorker:
         return await self.dest.digest(extent.dest_offset, extent.length) == want
 
     async def _checked_aside(
-        self, extent: Extent, want: bytes, receipt: bytes | None, written: Callable[[], None]
+        self, extent: Extent, want: bytes, receipt: bytes | None, free_place: Callable[[], None]
     ) -> bool:
         """:meth:`_checked`, with the stream free to carry its next extent meanwhile
         (at most ``checks_in_flight`` of its extents wait for their checks)."""
         if self._checks is None:
             self._checks = asyncio.Semaphore(self.settings.checks_in_flight)
         async with self._checks:
-            written()
+            free_place()
             return await self._checked(extent, want, receipt)
 
     def _started(self) -> None:
