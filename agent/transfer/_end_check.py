@@ -44,15 +44,16 @@ async def mismatched(
     receipts: Mapping[int, bytes],
     at_once: int = READ_BACK_AT_ONCE,
     *,
-    written: Collection[int] = (),
+    done_here: Collection[int] = (),
 ) -> list[Extent]:
     """The extents whose destination digest is not the one wanted, in extent order;
     ``workers`` are the live streams of each server pair, each checking ``at_once``
     extents at a time (more where the destinations hash: nothing is read back). An
     extent with an entry in ``receipts`` (written by this run in receipt mode) is
     checked by the destination's receipts where they still cover it; one in
-    ``written`` (written and checked by this run) by the digest the destination kept
-    when it hashed the extent's storage, where no change has gone over it since."""
+    ``done_here`` (written or found, and checked, by this run) by the digest the
+    destination kept when it hashed the extent's storage, where no change has gone
+    over it since."""
     bad: list[Extent] = []
 
     async def check(worker: StreamWorker, mine: list[Extent]) -> None:
@@ -60,8 +61,8 @@ async def mismatched(
 
         async def one(extent: Extent) -> None:
             async with limit:
-                receipt, ours = receipts.get(extent.id), extent.id in written
-                if not await worker.verify(extent, wanted[extent.id], receipt, written=ours):
+                receipt, ours = receipts.get(extent.id), extent.id in done_here
+                if not await worker.verify(extent, wanted[extent.id], receipt, done_here=ours):
                     bad.append(extent)
 
         await asyncio.gather(*(one(e) for e in mine))

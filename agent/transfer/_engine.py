@@ -989,9 +989,9 @@ class Run:
         hashing = self._verified_by() == "destination"  # every destination hashes
         at_once = end_check.HASHED_AT_ONCE if hashing else end_check.READ_BACK_AT_ONCE
         receipts = self.receipts  # extents this run wrote in receipt mode
-        written = self.done_here  # ... in either mode (by read-backs: _end_check)
+        done_here = self.done_here  # ... in either mode (by read-backs: _end_check)
         bad = await end_check.mismatched(
-            workers, self.plan.extents, wanted, receipts, at_once, written=written
+            workers, self.plan.extents, wanted, receipts, at_once, done_here=done_here
         )
         if bad:
             self.end_mismatches = len(bad)
@@ -1003,7 +1003,7 @@ class Run:
             )
             await end_check.resend(workers, bad)
             still = await end_check.mismatched(
-                workers, bad, wanted, receipts, at_once, written=written
+                workers, bad, wanted, receipts, at_once, done_here=done_here
             )
             if still:
                 raise CopyError(

@@ -422,19 +422,19 @@ class StreamWorker:
             self.stats.seconds += asyncio.get_running_loop().time() - self._busy_since
 
     async def verify(
-        self, extent: Extent, want: bytes, receipt: bytes | None = None, *, written: bool = False
+        self, extent: Extent, want: bytes, receipt: bytes | None = None, *, done_here: bool = False
     ) -> bool:
         """Whether the destination holds ``want`` (an extent's digest) for it now: by
         its receipts where ``receipt`` is given and they still cover the extent (no
-        change over it since the writes they record), else, for an extent this run
-        ``written``, by the digest the destination kept when it hashed the extent's
+        change over it since the writes they record), else, for an extent
+        ``done_here`` (by this run), by the digest the destination kept when it hashed the extent's
         storage (no change since), else from its storage."""
         if self._window is None:
             self._window = self._new_window()
         if receipt is not None and (same := await self._receipt_says(extent, receipt)) is not None:
             self.stats.end_by_receipt += same
             return same
-        kept = await self.dest.read_back(extent.dest_offset, extent.length) if written else None
+        kept = await self.dest.read_back(extent.dest_offset, extent.length) if done_here else None
         if kept is not None:
             self.stats.end_by_read_back += kept == want
             return kept == want
