@@ -630,11 +630,7 @@ class Run:
                 self.monitor.start()
             await self._supervise()
             self._check_complete()
-            self._phase(
-                "every extent written and checked by its receipts"
-                if self.options.by_receipts
-                else "every extent written"
-            )
+            self._phase(f"every extent written{self._checked_how()}")
             await self._end()
         finally:
             if ticker is not None:
@@ -1050,6 +1046,14 @@ class Run:
         end reads nothing again (_verify_end). A destination that cannot hash is read
         back over the network once, by the check at the end only."""
         return self.options.by_receipts or (self.options.verify and dst.hashes)
+
+    def _checked_how(self) -> str:
+        """How the extents were checked as they were written, for the phase log."""
+        if self.options.by_receipts:
+            return " and checked by its receipts"
+        if self.options.verify and all(d.hashes for d in self.dsts):
+            return " and hashed from the destination's storage"
+        return ""
 
     def _verified_by(self) -> str:
         if not self.options.verify:

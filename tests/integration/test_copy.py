@@ -301,7 +301,7 @@ def test_copy_logs_its_phases_from_when_it_was_asked_for(
     assert [what for what, _ in found] == [
         "source and destination open",
         "4 of 4 streams open",
-        "every extent written",
+        "every extent written and hashed from the destination's storage",
         "whole destination hashed, equal to the source",
         "flushed",
         "sessions closed",
