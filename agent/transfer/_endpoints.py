@@ -363,6 +363,11 @@ class RemoteSide:
         self._keys: dict[Session, SessionKey] = {}  # the pool's sessions and their keys
         self._registered: set[Session] = set()  # under the copy's key, or may be (_hold)
         self._holding: set[Session] = set()  # registered by the probe's claim
+        # early sessions still logging in at the probe: each registers once it is in
+        # (its stream waits for that), not when its stream takes it, a round trip on
+        self._registering: dict[int, tuple[asyncio.Task[Session], asyncio.Task[None]]] = {}
+        self._registered_in: set[Session] = set()  # ... those whose REGISTER went through
+        self._claim_taken_back = False  # no session registers any more (unclaim)
         # the probe's claim, until judged: (key, reserved, others, their answers)
         self._claim: tuple[int, bool | None, list[Session], Sequence[object]] | None = None
         self._cleared = False  # the copy's CLEAR removed every registration
@@ -461,7 +466,8 @@ class RemoteSide:
     async def _ask(self, session: Session, hold: int | None, receipts: bool = False) -> None:
         """Size, HASH RANGE, designator and (a destination) reservations at once; with
         ``hold``, the claim of the LUN beside them: the prober registers and reserves,
-        the other early sessions that are in register. The claim is judged later
+        the other early sessions that are in register, and those still logging in
+        register once they are in (:meth:`_register_late`). The claim is judged later
         (:meth:`settle_hold`), and taken back if it must not stand. With ``receipts``,
         a session that learned over its login that the target is ours arms them too
         (a vendor-specific command goes to no target before that is known)."""
@@ -470,6 +476,8 @@ class RemoteSide:
         if hold is not None:  # first: a failure leaves them so
             self._registered.update([session, *others])
         arm = receipts and _knows_ours(session, lun)
+        if hold is not None:
+            self._register_late(hold)
         facts, armed, claimed, *answers = await asyncio.gather(
             self._facts(session),
             arm_receipts(session, lun) if arm else _ready(False),
@@ -491,6 +499,26 @@ class RemoteSide:
         self._armed = armed is True
         if hold is not None:
             self._claim = (hold, claimed, others, answers)
+
+    def _register_late(self, hold: int) -> None:
+        """The early sessions not in at the probe register as soon as they are."""
+        loop = asyncio.get_running_loop()
+        for stream, (_, task) in self._early.items():
+            if not task.done():
+                registering = loop.create_task(self._register_when_in(task, hold))
+                self._registering[stream] = (task, registering)
+
+    async def _register_when_in(self, login: asyncio.Task[Session], hold: int) -> None:
+        """Registers the session ``login`` gives under ``hold`` once it is in; a failure
+        is left to its stream (which registers it then, and sees why)."""
+        await asyncio.wait({login})
+        if login.cancelled() or login.exception() is not None or self._claim_taken_back:
+            return
+        session = login.result()
+        self._registered.add(session)
+        with contextlib.suppress(InitiatorError, OSError, TimeoutError):
+            await pr_register(session, self.where.lun, hold)
+            self._registered_in.add(session)
 
     async def settle_hold(self) -> None:
         """Judges the probe's claim (:meth:`_ask`) once the copy's ends are known to be
@@ -541,6 +569,7 @@ class RemoteSide:
     async def unclaim(self) -> None:
         """Takes back the hold of a copy refused before its first write (_hold.unclaim):
         nothing of the refused copy stays on the LUN."""
+        await self._stop_registering()
         if not self._registered:
             return
         lun = self.where.lun
@@ -548,6 +577,16 @@ class RemoteSide:
         self._registered.difference_update(done)
         self._holding.clear()
         self.hold, self.hold_kind, self._holder = None, "", None
+
+    async def _stop_registering(self) -> None:
+        """No session registers any more: those still logging in are let go, those
+        whose REGISTER is out are waited for (they are in ``_registered`` already)."""
+        self._claim_taken_back = True
+        registering, self._registering = list(self._registering.values()), {}
+        for login, task in registering:
+            if not login.done():
+                task.cancel()
+        await asyncio.gather(*(task for _, task in registering), return_exceptions=True)
 
     async def arm_receipts(self) -> None:
         """Asks the target, on the session that probed it, to keep receipts of the
@@ -608,7 +647,10 @@ class RemoteSide:
             if early is not None:
                 await _discard_early(early[1], self.retire)
             session = await self._open(path)
-        if self.hold is not None and session not in self._holding:
+        registering = self._registering.pop(stream, None)
+        if registering is not None:
+            await registering[1]
+        if self.hold is not None and session not in self._holding | self._registered_in:
             self._registered.add(session)
             await pr_register(session, self.where.lun, self.hold)
         if self.hold is not None and session is not self._holder:
@@ -622,6 +664,7 @@ class RemoteSide:
     async def close(self) -> None:
         """Retires the early sessions no stream took (the copy stopped before), then
         gives the retired sessions back to the pool (see the module)."""
+        await self._stop_registering()  # before a session that was to goes back
         early, self._early = self._early, {}
         await asyncio.gather(*(_discard_early(task, self.retire) for _, task in early.values()))
         await self._close_own()

@@ -15,8 +15,10 @@ unheld, with a warning.
 
 The hold is claimed in the probe's round trip, not after it (:func:`claim`): the
 session that probes registers and reserves while the LUN's reservations are read,
-and the other sessions that are in register; the first write then leaves one round
-trip after the copy was asked for on warm sessions, not two. The claim is judged
+the other sessions that are in register, and those still logging in register as
+soon as they are in (a cold copy's, mostly while the probe is out); the first write
+then leaves one round trip after the copy was asked for on warm sessions, not two,
+and a cold copy's streams may all write once the probe is answered. The claim is judged
 against what was read (:func:`settle`), once the engine knows every end of the copy
 is a device of its own: a LUN someone else holds or registered on is refused as
 before. A copy refused then, or by the engine's own checks (two ends one device, a

@@ -313,3 +313,79 @@ def test_a_session_that_logged_in_again_during_the_copy_goes_back_knowing_nothin
         assert warm.learned == ({} if again else {("hash range", LUN.lun): True})
 
     run(test, destination=False)
+
+
+def late_logins(sessions: list[RoundSession]) -> Callable[..., Awaitable[Session]]:
+    """An ``_open`` whose first session is in at once and the others a little later,
+    within the round trip the probe takes (logins that finished while it was out)."""
+    queue = list(sessions)
+
+    async def open_session(*args: object, **kw: object) -> Session:
+        session = queue.pop(0)
+        if session is not sessions[0]:
+            for _step in range(5):
+                await asyncio.sleep(0)
+        return cast(Session, session)
+
+    return open_session
+
+
+def test_sessions_that_log_in_while_the_probe_is_out_register_then_not_a_round_trip_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cold copy probes on its first session to log in; the others that log in
+    while the probe is out register at once, beside it, so every stream may write
+    once the probe is answered (they registered only when their stream took them,
+    one round trip later)."""
+
+    async def main() -> None:
+        rounds = Rounds()
+        fakes = [RoundSession(f"cold{i}", rounds) for i in range(3)]
+        side = RemoteSide(LUN, Login(ME), "the LUN", destination=True)
+        monkeypatch.setattr(side, "_open", late_logins(fakes))
+        side.open_early({i: None for i in range(3)})
+
+        async def start() -> None:
+            await side.probe(HOLD)
+            await side.settle_hold()
+            for i in range(3):
+                await side.channel(i, None)
+
+        await rounds.drive(start())
+        assert side.hold == HOLD
+        assert rounds.round == 1
+        for late in fakes[1:]:
+            assert late.sent == [(0, PR_OUT)]  # its REGISTER, beside the probe
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_refused_copy_takes_back_the_registration_of_a_session_that_logged_in_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session that registered once it was in is unregistered with the others when
+    the copy is refused; one still logging in then registers nothing."""
+
+    async def main() -> None:
+        rounds = Rounds()
+        fakes = [RoundSession(f"cold{i}", rounds) for i in range(3)]
+        side = RemoteSide(LUN, Login(ME), "the LUN", destination=True)
+        opened = late_logins(fakes[:2])
+        never: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
+        calls = [0]
+
+        async def open_session(*args: object, **kw: object) -> Session:
+            calls[0] += 1
+            return await opened() if calls[0] <= 2 else await never  # the third hangs
+
+        monkeypatch.setattr(side, "_open", open_session)
+        side.open_early({i: None for i in range(3)})
+        await rounds.drive(side.probe(HOLD))
+        await rounds.drive(side.unclaim())
+        late = fakes[1]
+        assert [code for _, code in late.sent] == [PR_OUT, PR_OUT]  # registered, taken back
+        assert not fakes[2].sent
+        never.set_exception(OSError("no route"))  # its login fails: nothing to wait for
+        await side.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
