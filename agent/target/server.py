@@ -34,7 +34,7 @@ from reservoir.agent.target.login_guard import LoginGuard
 from reservoir.agent.target.session import Session
 
 KEPT_BUFFERS_MAX = 512 << 20  # write buffers kept for reuse between bursts, at most
-RECEIVE_ARENA = 64 << 20  # write data received straight into memory io_uring writes from
+RECEIVE_ARENA = 256 << 20  # write data received straight into memory io_uring writes from
 ARENA_CHUNK = 1 << 20  # one data segment each: MaxRecvDataSegmentLength and FirstBurstLength
 
 log = logging.getLogger("reservoir.target")
