@@ -62,24 +62,23 @@ async def arm_receipts(session: Session, lun: int) -> bool:
 async def hash_receipts(session: Session, lun: int, lba: int, blocks: int) -> bytes | None:
     """The target's digest of its receipts for the range (HASH RANGE algorithm 02h:
     what the writes that last wrote it received); None where some block has none."""
-    reply = await session.scsi(lun, hash_range16(lba, blocks, ALG_RECEIPT), read_length=16)
-    if not reply.data:
-        return None
-    if len(reply.data) != 16:
-        raise ProtocolError(f"HASH RANGE (receipt) returned {len(reply.data)} bytes, not 16")
-    return reply.data
+    return await _kept_digest(session, lun, lba, blocks, algorithm=ALG_RECEIPT, what="receipt")
 
 
 async def hash_read_back(session: Session, lun: int, lba: int, blocks: int) -> bytes | None:
     """The digest an earlier HASH RANGE 01h read back from storage over exactly the
     range, where no change went over it since (algorithm 03h: nothing is read now);
-    None where the target kept none (or is one of ours from before read-backs)."""
-    try:
-        reply = await session.scsi(lun, hash_range16(lba, blocks, ALG_READ_BACK), read_length=16)
-    except ScsiError:
-        return None
+    None where the target kept none."""
+    return await _kept_digest(session, lun, lba, blocks, algorithm=ALG_READ_BACK, what="read-back")
+
+
+async def _kept_digest(
+    session: Session, lun: int, lba: int, blocks: int, *, algorithm: int, what: str
+) -> bytes | None:
+    """A digest the target kept (algorithm 02h or 03h), or None where it has none."""
+    reply = await session.scsi(lun, hash_range16(lba, blocks, algorithm), read_length=16)
     if not reply.data:
         return None
     if len(reply.data) != 16:
-        raise ProtocolError(f"HASH RANGE (read-back) returned {len(reply.data)} bytes, not 16")
+        raise ProtocolError(f"HASH RANGE ({what}) returned {len(reply.data)} bytes, not 16")
     return reply.data

@@ -308,7 +308,12 @@ class RemoteChannel:
     async def read_back(self, offset: int, length: int) -> bytes | None:
         if not self.hashes or length > MAX_HASH_BYTES:
             return None
-        return await hash_read_back(self.session, self.lun, offset // self.bs, length // self.bs)
+        try:
+            return await hash_read_back(
+                self.session, self.lun, offset // self.bs, length // self.bs
+            )
+        except ScsiError:
+            return None  # a target of ours from before read-backs: storage is hashed
 
     async def flush(self) -> None:
         await self.session.scsi(self.lun, SYNCHRONIZE_CACHE_10)
@@ -362,11 +367,11 @@ class RemoteSide:
         # (the streams' and the probe's: not a path monitor's heartbeat sessions)
         self._keys: dict[Session, SessionKey] = {}  # the pool's sessions and their keys
         self._registered: set[Session] = set()  # under the copy's key, or may be (_hold)
-        self._holding: set[Session] = set()  # registered by the probe's claim
+        # registered under the copy's key: by the probe's claim, or once logged in
+        self._holding: set[Session] = set()
         # early sessions still logging in at the probe: each registers once it is in
         # (its stream waits for that), not when its stream takes it, a round trip on
         self._registering: dict[int, tuple[asyncio.Task[Session], asyncio.Task[None]]] = {}
-        self._registered_in: set[Session] = set()  # ... those whose REGISTER went through
         self._claim_taken_back = False  # no session registers any more (unclaim)
         # the probe's claim, until judged: (key, reserved, others, their answers)
         self._claim: tuple[int, bool | None, list[Session], Sequence[object]] | None = None
@@ -518,7 +523,7 @@ class RemoteSide:
         self._registered.add(session)
         with contextlib.suppress(InitiatorError, OSError, TimeoutError):
             await pr_register(session, self.where.lun, hold)
-            self._registered_in.add(session)
+            self._holding.add(session)
 
     async def settle_hold(self) -> None:
         """Judges the probe's claim (:meth:`_ask`) once the copy's ends are known to be
@@ -563,7 +568,7 @@ class RemoteSide:
         # a resumed copy's holder was a session of the run before
         self._holder = None if resumed else self._prober
         ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
-        self._holding = {s for s in (self._prober, *ok) if s is not None}
+        self._holding.update(s for s in (self._prober, *ok) if s is not None)
         log.info("%s held for the copy (reservation key 0x%016x)", self.label, key)
 
     async def unclaim(self) -> None:
@@ -650,7 +655,7 @@ class RemoteSide:
         registering = self._registering.pop(stream, None)
         if registering is not None:
             await registering[1]
-        if self.hold is not None and session not in self._holding | self._registered_in:
+        if self.hold is not None and session not in self._holding:
             self._registered.add(session)
             await pr_register(session, self.where.lun, self.hold)
         if self.hold is not None and session is not self._holder:
