@@ -1051,7 +1051,7 @@ class Run:
         """How the extents were checked as they were written, for the phase log."""
         if self.options.by_receipts:
             return " and checked by its receipts"
-        if self.options.verify and all(d.hashes for d in self.dsts):
+        if self._verified_by() == "destination":  # every destination hashes
             return " and hashed from the destination's storage"
         return ""
 
