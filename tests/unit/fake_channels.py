@@ -24,6 +24,13 @@ def tiled_receipt(received: dict[int, tuple[int, bytes]], offset: int, length: i
     return digest(b"".join(parts)) if at == offset + length else None
 
 
+def forget_overlapping(kept: dict[tuple[int, int], bytes], start: int, end: int) -> None:
+    """Drops the digests kept for (offset, length) ranges that overlap [start, end), as
+    our target drops its read-backs at any change over them."""
+    for offset, length in [k for k in kept if k[0] < end and start < sum(k)]:
+        del kept[(offset, length)]
+
+
 class Memory:
     """A fake volume: ``delay`` seconds per command; fails after ``fail_after`` writes;
     corrupts the first ``corrupt`` writes; hashes ranges itself when ``hashes``."""
@@ -83,9 +90,7 @@ class Memory:
         assert not isinstance(data, FileSpan)  # never sent to a channel in memory
         self.data[offset : offset + len(data)] = data
         self.received[offset] = (len(data), digest(data))
-        end = offset + len(data)
-        for start, length in [k for k in self.read_backs if k[0] < end and offset < sum(k)]:
-            del self.read_backs[(start, length)]
+        forget_overlapping(self.read_backs, offset, offset + len(data))
         if self.corrupt:
             self.corrupt -= 1
             self.data[offset] ^= 0xFF

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import xxhash
-from fake_channels import tiled_receipt
+from fake_channels import forget_overlapping, tiled_receipt
 
 from reservoir.agent.initiator import WriteData
 from reservoir.agent.iscsi.pdu import FileSpan
@@ -112,16 +112,12 @@ class HashingDisk(Disk):
         self.hashed = 0  # bytes it read back from its storage to hash
         self.kept: dict[tuple[int, int], bytes] = {}  # (offset, length) -> digest
 
-    def _drop(self, start: int, end: int) -> None:
-        for offset, length in [k for k in self.kept if k[0] < end and start < sum(k)]:
-            del self.kept[(offset, length)]
-
     def rot(self) -> None:
         super().rot()
-        self._drop(ROT.start, ROT.stop)
+        forget_overlapping(self.kept, ROT.start, ROT.stop)
 
     async def write(self, offset: int, data: WriteData) -> None:
-        self._drop(offset, offset + len(data))
+        forget_overlapping(self.kept, offset, offset + len(data))
         await super().write(offset, data)
 
     async def digest(self, offset: int, length: int) -> bytes | None:
