@@ -135,6 +135,8 @@ class Receiver:
         avail = self._end - self._start
         if avail < BHS_LEN:
             return None
+        if not (self.header_digest or self.data_digest) and (plain := self._plain_staged()):
+            return plain
         head, body, data_len = self._lengths()
         if data_len > self.max_data:
             raise PduError(
@@ -153,6 +155,21 @@ class Receiver:
         return None
 
     # ------------------------------------------------------------ inside
+
+    def _plain_staged(self) -> Frame | None:
+        """The PDU starting the stage if it is wholly there with no AHS (digests off):
+        the common small PDU (a command, a NOP) split in one step, or None for
+        :meth:`next`'s general path to decide."""
+        view, start = self._view, self._start
+        if view[start + 4]:
+            return None
+        data_len = int.from_bytes(view[start + 5 : start + 8], "big")
+        end = start + BHS_LEN + ((data_len + 3) & ~3)
+        if end > self._end or data_len > self.max_data:
+            return None
+        self._start = end
+        data = bytes(view[start + BHS_LEN : start + BHS_LEN + data_len]) if data_len else b""
+        return bytes(view[start : start + BHS_LEN]), b"", data
 
     def _lengths(self) -> tuple[int, int, int]:
         """(header bytes with AHS and digest, data bytes with padding and digest, data

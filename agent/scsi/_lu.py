@@ -226,7 +226,7 @@ class LogicalUnit:
         if plain is None or self._cached is None or st.ua.pending or st.res.active:
             return None
         layout, group, length = plain
-        if nexus not in st.ua.seen or len(cdb) != length or cdb[group] or cdb[length - 1]:
+        if nexus not in st.ua.seen or len(cdb) < length or cdb[group] or cdb[length - 1]:
             return None
         flags, lba, blocks = layout.unpack_from(cdb)
         if flags or not 0 < blocks <= st.max_transfer or lba + blocks > st.num_blocks:

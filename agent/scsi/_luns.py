@@ -27,6 +27,8 @@ def encode_lun(lun: int) -> bytes:
 def decode_lun(field: bytes | bytearray | memoryview) -> int:
     """The LUN of a single-level peripheral or flat LUN field; :data:`NO_LUN` (-1)
     for any other addressing, which then matches no logical unit."""
+    if type(field) is bytes and (lun := _PERIPHERAL.get(field)) is not None:
+        return lun  # the usual field, decoded with every command: looked up
     if len(field) < 2 or any(field[2:8]):
         return NO_LUN
     method, high, low = field[0] >> 6, field[0] & 0x3F, field[1]
@@ -46,3 +48,6 @@ def report_luns(cdb: bytes, luns: Iterable[int]) -> ScsiResult:
     body = b"".join(encode_lun(lun) for lun in chosen)
     data = len(body).to_bytes(4, "big") + bytes(4) + body
     return ScsiResult(Status.GOOD, truncate(data, u32(cdb, 6)))
+
+
+_PERIPHERAL: dict[bytes, int] = {encode_lun(lun): lun for lun in range(256)}

@@ -212,23 +212,27 @@ class Volume:
         if self._nowait_skip:
             self._nowait_skip -= 1
             return None
-        cached = self._read_cached(offset, length)
+        try:
+            cached = _pread_cached(self._h.fd, offset, length)
+        except OSError as exc:
+            self._cannot_read_cached(exc)
+            cached = None
         if cached is not None:
             self._nowait_backoff = 1
-            self._counts.cached_reads += 1
-            self._count_read(length)
+            counts = self._counts
+            counts.cached_reads += 1
+            counts.reads += 1
+            counts.read_bytes += length
             return cached
         self._nowait_skip = self._nowait_backoff
         self._nowait_backoff = min(2 * self._nowait_backoff, NOWAIT_BACKOFF_MAX)
         return None
 
-    def _read_cached(self, offset: int, length: int) -> bytes | None:
-        try:
-            return _pread_cached(self._h.fd, offset, length)
-        except OSError as exc:
-            if exc.errno in _UNSUPPORTED or exc.errno == errno.EINVAL:
-                self._nowait = False  # this file system or device cannot: stop trying
-            return None
+    def _cannot_read_cached(self, exc: OSError) -> None:
+        """A cached read failed: where the file system or device cannot do RWF_NOWAIT
+        reads, stop trying them; any other error is left to the ordinary read."""
+        if exc.errno in _UNSUPPORTED or exc.errno == errno.EINVAL:
+            self._nowait = False
 
     def _readinto_cached(self, offset: int, view: memoryview) -> int:
         """How many bytes of ``view`` the page cache filled at once (preadv2 with

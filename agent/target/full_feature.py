@@ -100,7 +100,7 @@ def _accept_command(conn: Connection, session: Session, cmd: P.ScsiCommand) -> N
         conn.failed_itts.remove(cmd.itt)
     if session.counts is not None:
         session.counts.commands[kind_of(cmd.cdb)] += 1
-    lun = scsi.LunTable.decode_lun(cmd.lun)
+    lun = scsi.decode_lun(cmd.lun)
     if cmd.read and not cmd.write and _read_at_once(conn, session, cmd, lun):
         return
     task = ScsiTask(conn, cmd, lun)

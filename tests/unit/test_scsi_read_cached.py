@@ -44,6 +44,16 @@ def test_plain_read10_and_read16_match_the_full_path() -> None:
         assert bytes(fast.data_in) == execute(lu, cdb).data_in
 
 
+def test_a_read10_in_the_16_byte_cdb_field_of_an_iscsi_command_is_served_at_once() -> None:
+    """iSCSI carries every CDB of up to 16 bytes in a 16-byte field, zero-padded: a
+    READ(10) arrives as 16 bytes (the Linux initiator's usual read)."""
+    lu, _ = _lu()
+    cdb = read10(2, 4).ljust(16, b"\0")
+    fast = lu.read_cached(NEXUS_A, cdb)
+    assert fast is not None and fast.status == 0
+    assert bytes(fast.data_in) == execute(lu, cdb).data_in
+
+
 def test_data_not_in_cache_takes_the_full_path() -> None:
     lu, backend = _lu()
     backend.cached = False
