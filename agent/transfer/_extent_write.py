@@ -3,8 +3,11 @@
 A stream issues its extent's pieces only as fast as its window lets it (see
 _window), so at the tail of a copy some pieces of the extents still being carried
 are not on any connection yet. A stream of the same pair with nothing left to take
-helps: it writes such pieces over its own connection, so the copy ends when the
-last bytes are on the wire instead of when the slowest stream drained its backlog.
+helps, as soon as its own pieces are all issued (not once its last extent is done:
+on a 200 ms path that left half the streams idle for the last 0.75 s while the
+others issued their last pieces alone): it writes such pieces over its own
+connection, so the copy ends when the last bytes are on the wire instead of when
+the slowest stream drained its backlog.
 
 An :class:`ExtentWrite` knows which pieces are pending (nobody issued them), how
 many are outstanding (issued, not completed), and the first error of its owner. A

@@ -207,8 +207,9 @@ class Dispatcher:
     async def take(self, stream: int) -> Extent | ExtentWrite | None:
         """The next extent, waiting while other streams still hold some that may
         come back, or while faster streams would finish it sooner (see the class);
-        None when everything is done or held by nobody else. A stream that holds
-        nothing meanwhile gets another's extent write to help with (_extent_write)."""
+        None when everything is done or held by nobody else. A stream whose own
+        pieces are all issued meanwhile gets another's extent write to help with
+        (_extent_write)."""
         self.failed.discard(stream)
         while True:
             if self._worth(stream):
@@ -224,7 +225,7 @@ class Dispatcher:
                 self.held[i] for i in plan.streams_of(pair)
             ):
                 return None  # nothing left, and nothing of this pair can come back
-            if not self.held[stream] and (work := self._to_help(stream)) is not None:
+            if self._all_issued(stream) and (work := self._to_help(stream)) is not None:
                 return work
             self._changed.clear()
             # rates change with time too: look again after RECHECK_S (a timer, not
@@ -234,6 +235,15 @@ class Dispatcher:
                 await self._changed.wait()
             finally:
                 recheck.cancel()
+
+    def _all_issued(self, stream: int) -> bool:
+        """Whether every extent ``stream`` holds has all its pieces on a connection (or
+        is written, its check under way): then what the stream has left to send is
+        in its socket, and its window's room is better spent on another's pieces."""
+        if any(extent.id not in self.written for extent in self.held[stream]):
+            return False  # one not being written yet: the stream has its own to send
+        works = self.writes.get(self.queues.plan.pair_of(stream), [])
+        return not any(w.owner == stream and w.pending for w in works)
 
     def rate(self, stream: int) -> float | None:
         """Bytes per second of the extents the stream completed; None before one."""
@@ -574,6 +584,8 @@ class StreamWorker:
             self._window.release()
             await asyncio.sleep(0)  # the window had room: let the others run before a retry
             return
+        if not work.pending:
+            self.dispatcher.nudge()  # its owner may help others now (_all_issued)
         piece = self._piece(work, offset, failed)
         task = asyncio.get_running_loop().create_task(piece)
         tasks.add(task)

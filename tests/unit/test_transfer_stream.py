@@ -11,6 +11,7 @@ from fake_channels import Memory
 from reservoir.agent.initiator import WriteData
 from reservoir.agent.scsi import receipt_digest
 from reservoir.agent.transfer import Extent, Queues, ServerPair, make_plan, root_hash
+from reservoir.agent.transfer._extent_write import ExtentWrite
 from reservoir.agent.transfer._stream import (
     Dispatcher,
     PieceHasher,
@@ -313,6 +314,37 @@ def test_an_idle_stream_writes_the_pending_pieces_of_a_slow_streams_extent() -> 
     assert stats[0].helped > 0 and stats[1].helped == 0
     assert slow.writes + stats[0].helped == 8
     assert fast.writes == 8 * stats[0].extents + stats[0].helped
+
+
+def test_a_stream_whose_pieces_are_all_issued_helps_before_its_own_extent_is_done() -> None:
+    """At the tail, a stream still holding an extent whose pieces are all on its
+    connection (completing, or the check under way) writes another stream's pending
+    pieces; while it has pieces of its own to issue it does not."""
+    plan = make_plan(
+        0, 2 * EXTENT, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2)
+    )
+    dispatcher = Dispatcher(Queues(plan), 2)
+
+    async def main() -> tuple[bool, object, ExtentWrite]:
+        a, b = await dispatcher.take(0), await dispatcher.take(1)
+        assert isinstance(a, Extent) and isinstance(b, Extent)
+        mine = ExtentWrite(a, 0, memoryview(bytearray(EXTENT)), EXTENT // 4)
+        theirs = ExtentWrite(b, 1, memoryview(bytearray(EXTENT)), EXTENT // 4)
+        for extent, work in ((a, mine), (b, theirs)):
+            dispatcher.writing(extent)
+            dispatcher.begin_write(work)
+        theirs.take_piece()
+        mine.take_piece()
+        asking = asyncio.ensure_future(dispatcher.take(0))
+        await asyncio.sleep(0.3)  # longer than the dispatcher's recheck
+        waited = not asking.done()  # stream 0 still has pieces of its own to issue
+        while mine.take_piece() is not None:
+            pass
+        dispatcher.nudge()
+        return waited, await asyncio.wait_for(asking, 5), theirs
+
+    waited, given, theirs = asyncio.run(main())
+    assert waited and given is theirs
 
 
 def test_a_helper_that_loses_its_connection_gives_its_piece_back() -> None:
