@@ -239,7 +239,9 @@ class Dispatcher:
     def _all_issued(self, stream: int) -> bool:
         """Whether every extent ``stream`` holds has all its pieces on a connection (or
         is written, its check under way): then what the stream has left to send is
-        in its socket, and its window's room is better spent on another's pieces."""
+        in its socket, and its window's room is better spent on another's pieces.
+        (An extent sent again after a failed check counts as issued while it is read
+        and hashed once more: rare, and helping meanwhile costs nothing but order.)"""
         if any(extent.id not in self.written for extent in self.held[stream]):
             return False  # one not being written yet: the stream has its own to send
         works = self.writes.get(self.queues.plan.pair_of(stream), [])
@@ -372,7 +374,6 @@ class StreamWorker:
         a check that reads the destination's storage holds up neither the stream nor
         an extent buffer."""
         self._started()
-        self.dispatcher.writing(extent)
         try:
             for attempt in range(self.settings.retries + 1):
                 if data is None:  # given back after the last attempt's write
@@ -385,6 +386,7 @@ class StreamWorker:
                     self.on_done(self, extent, want, None, False)
                     self._give_back(data)
                     return
+                self.dispatcher.writing(extent)  # from here the destination may hold part
                 await self._write(extent, data)
                 self.stats.bytes += extent.length
                 if self.settings.verify:

@@ -319,32 +319,39 @@ def test_an_idle_stream_writes_the_pending_pieces_of_a_slow_streams_extent() -> 
 def test_a_stream_whose_pieces_are_all_issued_helps_before_its_own_extent_is_done() -> None:
     """At the tail, a stream still holding an extent whose pieces are all on its
     connection (completing, or the check under way) writes another stream's pending
-    pieces; while it has pieces of its own to issue it does not."""
+    pieces; while its extent is still read and hashed, or has pieces of its own to
+    issue, it does not."""
     plan = make_plan(
         0, 2 * EXTENT, extent_size=EXTENT, block_size=BLOCK, pair=ServerPair("s", "d", 2)
     )
     dispatcher = Dispatcher(Queues(plan), 2)
 
-    async def main() -> tuple[bool, object, ExtentWrite]:
+    async def waits(asking: asyncio.Future[Extent | ExtentWrite | None]) -> bool:
+        dispatcher.nudge()
+        await asyncio.sleep(0.3)  # longer than the dispatcher's recheck
+        return not asking.done()
+
+    async def main() -> tuple[list[bool], object, ExtentWrite]:
         a, b = await dispatcher.take(0), await dispatcher.take(1)
         assert isinstance(a, Extent) and isinstance(b, Extent)
         mine = ExtentWrite(a, 0, memoryview(bytearray(EXTENT)), EXTENT // 4)
         theirs = ExtentWrite(b, 1, memoryview(bytearray(EXTENT)), EXTENT // 4)
-        for extent, work in ((a, mine), (b, theirs)):
-            dispatcher.writing(extent)
-            dispatcher.begin_write(work)
+        dispatcher.writing(b)
+        dispatcher.begin_write(theirs)
         theirs.take_piece()
-        mine.take_piece()
         asking = asyncio.ensure_future(dispatcher.take(0))
-        await asyncio.sleep(0.3)  # longer than the dispatcher's recheck
-        waited = not asking.done()  # stream 0 still has pieces of its own to issue
+        waited = [await waits(asking)]  # stream 0's extent is still being hashed
+        dispatcher.writing(a)
+        dispatcher.begin_write(mine)
+        mine.take_piece()
+        waited.append(await waits(asking))  # it has pieces of its own to issue
         while mine.take_piece() is not None:
             pass
         dispatcher.nudge()
         return waited, await asyncio.wait_for(asking, 5), theirs
 
     waited, given, theirs = asyncio.run(main())
-    assert waited and given is theirs
+    assert waited == [True, True] and given is theirs
 
 
 def test_a_helper_that_loses_its_connection_gives_its_piece_back() -> None:
