@@ -103,15 +103,20 @@ def dline_args(link: Link) -> list[str]:
     return args
 
 
+STATS = "dline: stats "
+
+
 def line_stats(log: str) -> dict[str, dict[str, int]]:
-    """The counters of a delay line's exit stats line by direction (``a->b``,
-    ``b->a``): ``fwd_frames``, ``drop_frames``, ``socket_drops``...; empty until it
-    exited."""
-    _, found, rest = log.partition("dline: stats ")
-    if not found:
+    """The counters of a delay line's last whole stats line (at exit, or at
+    :meth:`Lab.line_counters`) by direction (``a->b``, ``b->a``): ``fwd_frames``,
+    ``drop_frames``, ``socket_drops``, ``late_frames`` (since the start) and
+    ``max_late_us`` (the latest of them since the stats line before)...; empty
+    before the first."""
+    lines = [line for line in log.split("\n")[:-1] if line.startswith(STATS)]
+    if not lines:
         return {}
     stats: dict[str, dict[str, int]] = {}
-    for part in rest.splitlines()[0].split(";"):
+    for part in lines[-1].removeprefix(STATS).split(";"):
         direction, *pairs = part.split()
         stats[direction] = {k: int(v) for k, v in (kv.split("=") for kv in pairs)}
     return stats
@@ -349,6 +354,24 @@ class Lab:
                 text = log_path.read_text(errors="replace").strip()
                 raise LabError(f"dline for link {link.name} did not start: {text}")
             time.sleep(0.01)
+
+    def line_counters(self, link: str, timeout: float = 2.0) -> dict[str, dict[str, int]]:
+        """The counters of ``link``'s delay line so far (see :func:`line_stats`), asked
+        with SIGUSR1 (it prints them and runs on); empty where no delay line runs.
+        The frames it released late say the lab itself fell behind meanwhile."""
+        proc = self._procs.get(link)
+        if proc is None or proc.poll() is not None:
+            return {}
+        path = self.line_log(link)
+        before = path.read_text(errors="replace").count(STATS)
+        proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = path.read_text(errors="replace")
+            if text.count(STATS) > before and text.endswith("\n"):
+                return line_stats(text)
+            time.sleep(0.01)
+        raise LabError(f"the delay line of link {link} printed no counters in {timeout:g} s")
 
     def _stop_line(self, name: str, line: LineProc) -> None:
         proc = self._procs.pop(name, None)

@@ -23,8 +23,12 @@
  * frames at random after the bottleneck; --jitter-us J adds a uniform random
  * 0..J us to the delay without reordering.  Prints "dline: ready" on stdout
  * once both sockets are open, and one stats line on stderr on exit
- * (SIGTERM/SIGINT): per direction the frames forwarded, those dropped by the line
- * (queue and --loss) and those the kernel dropped because the socket was full.
+ * (SIGTERM/SIGINT), and another at every SIGUSR1 while it runs (the counters
+ * since the start): per direction the frames forwarded, those dropped by the line
+ * (queue and --loss), those the kernel dropped because the socket was full, and
+ * those released more than LATE_NS after their due time, with the latest of them
+ * since the previous stats line (the line itself fell behind: on a busy machine, a
+ * stall of the lab and not of what runs through it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -50,6 +54,7 @@
 #include <unistd.h>
 
 #define MAX_FRAME (65536 + 256)
+#define LATE_NS 2000000ull /* released later than this after its due time: late */
 #define BATCH 64
 #define HDR_BYTES sizeof(struct virtio_net_hdr)
 
@@ -84,11 +89,33 @@ struct dir {
 	int in_fd, out_fd, stop_fd;
 	struct ring ring;
 	uint64_t bn_free_ns, last_due_ns;
-	uint64_t fwd_frames, fwd_bytes, drop_frames, drop_bytes;
+	/* written by the direction's thread, read by the main one (relaxed atomics) */
+	uint64_t fwd_frames, fwd_bytes, drop_frames, drop_bytes, late_frames, max_late_ns;
+	unsigned long long socket_drops; /* main thread only: PACKET_STATISTICS resets */
 	unsigned int seed;
 	const struct opts *o;
 	struct batch *in;
 };
+
+static void count(uint64_t *counter, uint64_t n)
+{
+	__atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+static uint64_t counted(const uint64_t *counter)
+{
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+/* A frame released `late` ns after its due time (0..quantum is the design). */
+static void note_lateness(struct dir *d, uint64_t late)
+{
+	if (late <= LATE_NS)
+		return;
+	count(&d->late_frames, 1);
+	if (late > counted(&d->max_late_ns))
+		__atomic_store_n(&d->max_late_ns, late, __ATOMIC_RELAXED);
+}
 
 static uint64_t now_ns(void)
 {
@@ -241,12 +268,12 @@ static void receive_all(struct dir *d)
 			struct msghdr *m = &d->in->msgs[i].msg_hdr;
 			size_t len = d->in->msgs[i].msg_len;
 			if (len <= HDR_BYTES || (m->msg_flags & MSG_TRUNC)) {
-				d->drop_frames++;
+				count(&d->drop_frames, 1);
 				continue;
 			}
 			if (!admit(d, d->in->frames[i], len, arrival_ns(m, offset, now))) {
-				d->drop_frames++;
-				d->drop_bytes += (uint64_t)len - HDR_BYTES;
+				count(&d->drop_frames, 1);
+				count(&d->drop_bytes, (uint64_t)len - HDR_BYTES);
 			}
 		}
 	} while (n == BATCH && ++batches < 8);
@@ -278,11 +305,12 @@ static uint64_t release_due(struct dir *d)
 			for (size_t i = 0; i < n; i++) {
 				uint64_t bytes = recs[i]->len - HDR_BYTES;
 				if (i < ok) {
-					d->fwd_frames++;
-					d->fwd_bytes += bytes;
+					count(&d->fwd_frames, 1);
+					count(&d->fwd_bytes, bytes);
+					note_lateness(d, now - recs[i]->due_ns);
 				} else if (i == ok) { /* the one that failed: drop it */
-					d->drop_frames++;
-					d->drop_bytes += bytes;
+					count(&d->drop_frames, 1);
+					count(&d->drop_bytes, bytes);
 				} else {
 					break;
 				}
@@ -449,24 +477,36 @@ static struct dir *new_dir(const char *name, int in_fd, int out_fd, int stop_fd,
 }
 
 /* Frames the kernel dropped before this direction read them: its socket was full
- * (the thread was late). Read once, at exit (reading resets the counters). */
-static unsigned long long socket_drops(const struct dir *d)
+ * (the thread was late). Reading resets the kernel's counter: added up here. */
+static unsigned long long socket_drops(struct dir *d)
 {
 	struct tpacket_stats st = {0};
 	socklen_t len = sizeof(st);
-	if (getsockopt(d->in_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) < 0)
-		return 0;
-	return st.tp_drops;
+	if (getsockopt(d->in_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+		d->socket_drops += st.tp_drops;
+	return d->socket_drops;
 }
 
-static void print_stats(const struct dir *d)
+static void print_stats(struct dir *d)
 {
 	fprintf(stderr,
 		"%s fwd_frames=%llu fwd_bytes=%llu drop_frames=%llu drop_bytes=%llu "
-		"socket_drops=%llu",
-		d->name, (unsigned long long)d->fwd_frames, (unsigned long long)d->fwd_bytes,
-		(unsigned long long)d->drop_frames, (unsigned long long)d->drop_bytes,
-		socket_drops(d));
+		"socket_drops=%llu late_frames=%llu max_late_us=%llu",
+		d->name, (unsigned long long)counted(&d->fwd_frames),
+		(unsigned long long)counted(&d->fwd_bytes),
+		(unsigned long long)counted(&d->drop_frames),
+		(unsigned long long)counted(&d->drop_bytes), socket_drops(d),
+		(unsigned long long)counted(&d->late_frames),
+		(unsigned long long)(__atomic_exchange_n(&d->max_late_ns, 0, __ATOMIC_RELAXED) / 1000));
+}
+
+static void print_all(struct dir *ab, struct dir *ba)
+{
+	fprintf(stderr, "dline: stats ");
+	print_stats(ab);
+	fprintf(stderr, "; ");
+	print_stats(ba);
+	fprintf(stderr, "\n");
 }
 
 int main(int argc, char **argv)
@@ -477,6 +517,7 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
 		fprintf(stderr, "dline: mlockall refused (%s), continuing\n", strerror(errno));
@@ -496,16 +537,13 @@ int main(int argc, char **argv)
 	       o.jitter_us, o.quantum_us);
 	fflush(stdout);
 	int sig;
-	sigwait(&sigs, &sig);
+	while (sigwait(&sigs, &sig) == 0 && sig == SIGUSR1)
+		print_all(ab, ba); /* the counters so far; the line runs on */
 	uint64_t one = 1;
 	if (write(stop, &one, sizeof(one)) != sizeof(one))
 		fprintf(stderr, "dline: cannot signal the threads: %s\n", strerror(errno));
 	pthread_join(ta, NULL);
 	pthread_join(tb, NULL);
-	fprintf(stderr, "dline: stats ");
-	print_stats(ab);
-	fprintf(stderr, "; ");
-	print_stats(ba);
-	fprintf(stderr, "\n");
+	print_all(ab, ba);
 	return 0;
 }

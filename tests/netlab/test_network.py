@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import statistics
 import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -165,6 +167,34 @@ def test_delay_line_loss_and_jitter() -> None:
     assert min(times) >= 10
     assert len(in_band) >= 0.9 * len(times)
     assert statistics.pstdev(in_band) > 0.3
+
+
+def test_delay_line_counts_the_frames_it_released_late() -> None:
+    """Stopped for 0.3 s while echoes cross it, the line releases them late when it
+    runs again, and says so in the counters it prints at SIGUSR1 while it runs on."""
+    need_lab()
+    with Lab(one_link_spec(delay_ms=5)) as lab:
+        icmp_rtts(lab, "a", "l1", B, 3, gap=0.05)  # ARP first
+        before = lab.line_counters("l1")["a->b"]
+        pid = lab.state.lines["l1"].pid
+        with ThreadPoolExecutor(1) as pool:
+            echoes = pool.submit(icmp_rtts, lab, "a", "l1", B, 20, gap=0.02, wait=1.0)
+            time.sleep(0.1)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(0.3)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            answered = echoes.result(timeout=30)
+        after = lab.line_counters("l1")["a->b"]
+        still = icmp_rtts(lab, "a", "l1", B, 3, gap=0.05)
+    print(f"dline stopped 0.3 s: before {before}, after {after}; {len(answered)} answered")
+    assert after["late_frames"] > before["late_frames"]
+    assert after["max_late_us"] >= 100_000  # the stop, less the echoes' own 5 ms
+    assert after["fwd_frames"] > before["fwd_frames"] and len(still) == 3
+    final = line_stats(lab)  # the exit line: late frames since the start, the latest
+    assert final["late_frames"] >= after["late_frames"]  # since the counters were asked
+    assert final["max_late_us"] < 100_000
 
 
 def test_delay_line_queue_drops_tail() -> None:
