@@ -46,7 +46,7 @@ from reservoir.campaigns.results import (
     TARGET_PEERS_LOOPBACK_RECEIPT,
     CampaignRun,
     SummaryRow,
-    format_summary,
+    format_results,
     summary_rows,
 )
 from reservoir.campaigns.run.run_cli import run_main
@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = "bench-full" if args.full else "bench"
     print(f"\n=== make {target}: {len(results)} campaigns, results in {out}")
     for r in results:
-        print(f"\n{r.campaign}:\n{format_summary(summary_rows(r))}")
+        print(f"\n{r.campaign}:\n{format_results(r)}")
     print()
     print("\n".join(figures(results)))
     return worst

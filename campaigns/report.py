@@ -43,7 +43,7 @@ from reservoir.campaigns.results import (
     Sample,
     Scenario,
     cell,
-    format_summary,
+    format_results,
     summary_rows,
 )
 
@@ -616,6 +616,6 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         print(f"reservoir campaign report: {out_dir}: {err.strerror or err}", file=sys.stderr)
         return 1
-    print(format_summary(summary_rows(result)))
+    print(format_results(result))
     print(f"report: {index}")
     return 0

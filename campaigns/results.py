@@ -44,6 +44,7 @@ __all__ = [
     "Event",
     "Failover",
     "Interval",
+    "LabLateness",
     "Machine",
     "PathInfo",
     "ResultsError",
@@ -53,6 +54,8 @@ __all__ = [
     "Stream",
     "SummaryRow",
     "Topology",
+    "format_lab_late",
+    "format_results",
     "format_summary",
     "jain",
     "run_jain",
@@ -235,6 +238,18 @@ class Failover:
 
 
 @dataclass(slots=True)
+class LabLateness:
+    """What the lab's delay lines released late during a run: frames sent more than
+    2 ms after their due time, and the latest of them. Any: the lab itself fell
+    behind (the machine was busy), and the run's figures include that stall."""
+
+    __pydantic_config__ = _RECORD
+
+    frames: Count
+    max_ms: NonNegative
+
+
+@dataclass(slots=True)
 class Run:
     """One repetition of one scenario."""
 
@@ -264,6 +279,10 @@ class Run:
     jain: Annotated[
         Annotated[float, Strict(), Field(ge=0, le=1 + 1e-9)] | None,
         Field(description="over the middle 60% of the run; see run_jain()"),
+    ] = None
+    lab_late: Annotated[
+        LabLateness | None,
+        Field(description="null: no delay line (loopback, a real topology), or not asked"),
     ] = None
 
     @property
@@ -693,6 +712,29 @@ def cell(row: SummaryRow, column: str) -> str:
             value = getattr(row, key)
             return "-" if value is None else fmt(value)
     raise KeyError(column)
+
+
+def format_lab_late(runs: Sequence[Run]) -> str | None:
+    """A line naming the runs during which a delay line released frames late (the
+    lab, not the tool, stalled: their figures are the lab's too); None if none did."""
+    late = [r for r in runs if r.lab_late is not None and r.lab_late.frames]
+    if not late:
+        return None
+    named = "; ".join(
+        f"{r.scenario.name} (run {r.repetition}): {r.lab_late.frames} frames, "
+        f"up to {r.lab_late.max_ms:.0f} ms"
+        for r in late
+        if r.lab_late is not None
+    )
+    count = f"{len(late)} run{'' if len(late) == 1 else 's'}"
+    return f"lab: the delay lines released frames late during {count}: {named}"
+
+
+def format_results(result: CampaignRun) -> str:
+    """The summary table of a campaign's results, then the runs the lab stalled in."""
+    text = format_summary(summary_rows(result))
+    late = format_lab_late(result.runs)
+    return text if late is None else f"{text}\n{late}"
 
 
 def format_summary(rows: Sequence[SummaryRow]) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from reservoir.campaigns._spec import Campaign, CampaignFileError, load
-from reservoir.campaigns.results import CampaignRun, format_summary, summary_rows
+from reservoir.campaigns.results import CampaignRun, format_results
 from reservoir.campaigns.run.progress import Progress
 from reservoir.campaigns.run.runner import Cancelled, estimates, run_campaign
 from reservoir.lab import netns
@@ -81,7 +81,7 @@ def _finish(prog: Progress, result: CampaignRun, out: Path) -> int:
         prog.finish("failed", f"{len(failed)} of {len(result.runs)} runs failed; {first}")
     else:
         prog.finish("completed")
-    prog.say(format_summary(summary_rows(result)))
+    prog.say(format_results(result))
     prog.say(f"results: {out / 'results.json'}\nreport:  {out / 'report.html'}")
     return 1 if failed else 0
 

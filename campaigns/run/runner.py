@@ -34,6 +34,7 @@ from reservoir.campaigns._spec import Campaign, CampaignFileError
 from reservoir.campaigns.report import report_html
 from reservoir.campaigns.results import (
     CampaignRun,
+    LabLateness,
     Machine,
     PathInfo,
     Run,
@@ -48,6 +49,7 @@ from reservoir.campaigns.run.remote import Remote, connect
 from reservoir.campaigns.run.reservoir_run import run_reservoir
 from reservoir.campaigns.run.site import Place, Site, place, site
 from reservoir.campaigns.run.telemetry import scenario_record
+from reservoir.lab.errors import LabError
 
 __all__ = ["Cancelled", "plan", "run_campaign"]
 
@@ -123,8 +125,33 @@ class _Sites:
         return self.peers
 
     def run(self, sc: Scenario, rep: int, work: Path, *, campaign: Campaign, prog: Progress) -> Run:
-        """One run in the lab: iperf3, gridftp and xrdcp in its namespaces, reservoir on
-        this site."""
+        """One run in the lab (:meth:`_run`), with what its delay lines released late
+        meanwhile."""
+        before = self._late()
+        run = self._run(sc, rep, work, campaign=campaign, prog=prog)
+        after = self._late() if before is not None else None
+        if before is not None and after is not None:
+            run.lab_late = _late_between(before, after)
+        return run
+
+    def _late(self) -> dict[str, tuple[int, int]] | None:
+        """Per delay line and direction: (frames released late so far, the latest of
+        them in µs since the counters were asked before); None without delay lines,
+        or when one did not answer."""
+        lab, late = self.place.lab, {}
+        try:
+            for link in list(lab.state.lines):
+                for way, counters in lab.line_counters(link).items():
+                    late[f"{link} {way}"] = (counters["late_frames"], counters["max_late_us"])
+        except (LabError, KeyError):
+            return None
+        return late or None
+
+    def _run(
+        self, sc: Scenario, rep: int, work: Path, *, campaign: Campaign, prog: Progress
+    ) -> Run:
+        """One run: iperf3, gridftp and xrdcp in the lab's namespaces, reservoir on this
+        site."""
         events = campaign.events
         if sc.tool == "iperf3":
             work.mkdir(parents=True, exist_ok=True)
@@ -141,6 +168,14 @@ class _Sites:
                 repetition=rep, events=events, work=work, tick=prog.tick,
             )  # fmt: skip
         return run_reservoir(self.get(sc.size_bytes), sc, rep, campaign.events, prog.tick)
+
+
+def _late_between(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+) -> LabLateness:
+    """What the delay lines released late between two readings of their counters."""
+    frames = sum(n - before.get(way, (0, 0))[0] for way, (n, _) in after.items())
+    return LabLateness(max(0, frames), max(us for _, us in after.values()) / 1000)
 
 
 def _failed(sc: Scenario, rep: int, started: float, exc: Exception) -> Run:

@@ -167,6 +167,7 @@ def test_a_two_path_campaign_records_iperf3_and_a_verified_transfer_with_failove
         assert r.failover is not None
         assert 0 < r.goodput_bps < 200e6 * 1.05  # no more than the two paths carry
         assert r.cpu_seconds > 0 and r.intervals
+        assert r.lab_late is not None  # the delay lines were asked what they released late
     assert reservoir.jain is not None and 0.25 <= reservoir.jain <= 1.0
     progress = json.loads((out / "progress.json").read_text())
     assert (progress["state"], progress["done"], progress["total"]) == ("completed", 2, 2)

@@ -14,6 +14,7 @@ from reservoir.campaigns.results import (
     Event,
     Failover,
     Interval,
+    LabLateness,
     Machine,
     PathInfo,
     ResultsError,
@@ -23,6 +24,8 @@ from reservoir.campaigns.results import (
     Stream,
     Topology,
     data_samples,
+    format_lab_late,
+    format_results,
     format_summary,
     jain,
     run_jain,
@@ -147,7 +150,7 @@ def test_json_keys_match_the_schema() -> None:
     r = data["runs"][1]
     assert set(r) == {
         "scenario", "repetition", "started", "seconds", "bytes", "goodput_bps", "cpu_seconds",
-        "verified", "error", "intervals", "streams", "events", "failover", "jain",
+        "verified", "error", "intervals", "streams", "events", "failover", "jain", "lab_late",
     }  # fmt: skip
     assert set(r["scenario"]) == {
         "name", "tool", "streams", "pacing", "pacing_rate_bps", "equalizer", "multilink", "cc",
@@ -180,8 +183,25 @@ def test_optional_fields_may_be_left_out() -> None:
         del data["runs"][0]["streams"][0]["samples"][1][key]
     del data["runs"][2]["scenario"]["loss"]  # same scenario name as runs[3]: keep them equal
     del data["runs"][3]["scenario"]["loss"]
+    del data["runs"][1]["lab_late"]  # results written before it
     loaded = CampaignRun.from_json(data)
-    assert loaded.runs[0].failover is None
+    assert loaded.runs[0].failover is None and loaded.runs[1].lab_late is None
+
+
+def test_the_runs_a_delay_line_released_frames_late_in_are_named_after_the_table() -> None:
+    result = full_campaign()
+    assert format_lab_late(result.runs) is None
+    assert format_results(result) == format_summary(summary_rows(result))
+    result.runs[0].lab_late = LabLateness(0, 0.0)  # asked, nothing late
+    result.runs[1].lab_late = LabLateness(17, 299.3)
+    again = CampaignRun.from_json(result.to_json())
+    assert again.runs[1].lab_late == LabLateness(17, 299.3)
+    line = format_results(again).splitlines()[-1]
+    name = result.runs[1].scenario.name
+    assert line == (
+        f"lab: the delay lines released frames late during 1 run: {name} "
+        f"(run {result.runs[1].repetition}): 17 frames, up to 299 ms"
+    )
 
 
 def test_results_from_before_the_verification_mode_load_without_it() -> None:

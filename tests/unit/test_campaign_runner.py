@@ -14,13 +14,13 @@ import pytest
 from reservoir.campaigns import Scenario, load
 from reservoir.campaigns._scenario import Tool
 from reservoir.campaigns._spec import CAMPAIGN_DIR
-from reservoir.campaigns.results import Run, Sample, Stream
+from reservoir.campaigns.results import LabLateness, Run, Sample, Stream
 from reservoir.campaigns.results import Scenario as ResultScenario
 from reservoir.campaigns.run.iperf3_remote import run_body, streams_of
 from reservoir.campaigns.run.iperf3_run import client_argv, legs
 from reservoir.campaigns.run.progress import Progress
 from reservoir.campaigns.run.reservoir_run import _seconds, path_namer, transfer_body
-from reservoir.campaigns.run.runner import plan, topology_record
+from reservoir.campaigns.run.runner import _late_between, plan, topology_record
 from reservoir.campaigns.run.site import PathEnds, Place, Site
 from reservoir.campaigns.run.timeline import nic_rates
 from reservoir.lab.network import Lab
@@ -256,3 +256,10 @@ def test_a_reservoir_run_says_how_idle_and_limited_its_streams_were(tmp_path: Pa
     prog.begin("a", 1)
     prog.end(done)
     assert "; streams idle 40%, rwnd-limited 10%, sndbuf-limited 0%" in out.getvalue()
+
+
+def test_the_frames_released_late_during_a_run_are_the_difference_of_two_readings() -> None:
+    # (late frames since the start, the latest of them in us since the reading before)
+    before = {"l1 a->b": (3, 500_000), "l1 b->a": (0, 0)}
+    after = {"l1 a->b": (20, 299_301), "l1 b->a": (1, 2_500), "l2 a->b": (4, 3_000)}
+    assert _late_between(before, after) == LabLateness(22, 299.301)
