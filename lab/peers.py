@@ -42,6 +42,16 @@ def free_port(host: str = LOCALHOST) -> int:
         return port
 
 
+def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
+    """``count`` different free ports: each socket is held until all are chosen (one
+    :func:`free_port` after another may be given the same port twice)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def wait_port(
     host: str, port: int, timeout: float = 10.0, proc: subprocess.Popen[bytes] | None = None
 ) -> None:
@@ -97,7 +107,7 @@ class ReservoirTarget:
         return f"iscsi://{self.host}:{self.ports[portal]}/{self.iqn}/{lun}"
 
     def __enter__(self) -> ReservoirTarget:
-        self.ports = [free_port(self.host) for _ in range(self.portals)]
+        self.ports = free_ports(self.portals, self.host)
         cmd = [*reservoir_command(), "target", "serve"]
         cmd += [a for port in self.ports for a in ("--portal", f"{self.host}:{port}")]
         cmd += ["--iqn", self.iqn, *(a for p in self.luns for a in ("--lun", str(p)))]
@@ -155,7 +165,7 @@ class Tgtd:
     def __enter__(self) -> Tgtd:
         if shutil.which("tgtd") is None:
             raise PeerError("tgtd is not installed (Debian package tgt)")
-        self.ports = [free_port(self.host) for _ in range(self.portals)]
+        self.ports = free_ports(self.portals, self.host)
         self.control = self.control or (self.port % 1000) + 100
         cmd = ["tgtd", "-f", "-C", str(self.control), "--iscsi", f"portal={self.host}:{self.port}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

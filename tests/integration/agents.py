@@ -17,7 +17,7 @@ from reservoir.agent.control import Agent, AgentSettings, CopyFn
 from reservoir.agent.control import make_server as make_agent_server
 from reservoir.agent.target import config as tcfg
 from reservoir.agent.transfer import copy as engine_copy
-from reservoir.lab.peers import free_port
+from reservoir.lab.peers import free_ports
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 
 from .servers import running
@@ -124,7 +124,7 @@ def real_agent(
     files = [_blank(home / f"src{i}.img", size) for i in range(sources)]
     lun_files = [_blank(home / f"lun{i}.img", size) for i in range(luns)]
     iqn = f"iqn.2026-11.org.reservoir:{name}"
-    port = free_port()
+    port, api_port = free_ports(2)  # the target's portal, the agent's API: never the same
     target = None
     if luns:
         target = home / "target.toml"
@@ -141,7 +141,7 @@ def real_agent(
         tcfg.save(config, target)
     settings = AgentSettings(
         name=name,
-        listen=f"127.0.0.1:{free_port()}",
+        listen=f"127.0.0.1:{api_port}",
         tokens=[API_TOKEN],  # type: ignore[list-item]  # pydantic makes it a SecretStr
         state_dir=home / "state",
         target_config=target,
