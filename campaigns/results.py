@@ -717,14 +717,12 @@ def cell(row: SummaryRow, column: str) -> str:
 def format_lab_late(runs: Sequence[Run]) -> str | None:
     """A line naming the runs during which a delay line released frames late (the
     lab, not the tool, stalled: their figures are the lab's too); None if none did."""
-    late = [r for r in runs if r.lab_late is not None and r.lab_late.frames]
+    late = [(r, r.lab_late) for r in runs if r.lab_late is not None and r.lab_late.frames]
     if not late:
         return None
     named = "; ".join(
-        f"{r.scenario.name} (run {r.repetition}): {r.lab_late.frames} frames, "
-        f"up to {r.lab_late.max_ms:.0f} ms"
-        for r in late
-        if r.lab_late is not None
+        f"{r.scenario.name} (run {r.repetition}): {lab.frames} frames, up to {lab.max_ms:.0f} ms"
+        for r, lab in late
     )
     count = f"{len(late)} run{'' if len(late) == 1 else 's'}"
     return f"lab: the delay lines released frames late during {count}: {named}"

@@ -36,10 +36,7 @@ class PeerError(LabError):
 
 
 def free_port(host: str = LOCALHOST) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = LOCALHOST) -> list[int]:

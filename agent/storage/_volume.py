@@ -219,14 +219,17 @@ class Volume:
             cached = None
         if cached is not None:
             self._nowait_backoff = 1
-            counts = self._counts
-            counts.cached_reads += 1
-            counts.reads += 1
-            counts.read_bytes += length
+            self._counts.cached_reads += 1
+            self._count_read(length)
             return cached
+        self._cache_missed()
+        return None
+
+    def _cache_missed(self) -> None:
+        """A read the page cache did not hold: skip the next cached attempts, twice as
+        many after each miss (up to NOWAIT_BACKOFF_MAX)."""
         self._nowait_skip = self._nowait_backoff
         self._nowait_backoff = min(2 * self._nowait_backoff, NOWAIT_BACKOFF_MAX)
-        return None
 
     def _cannot_read_cached(self, exc: OSError) -> None:
         """A cached read failed: where the file system or device cannot do RWF_NOWAIT
@@ -249,14 +252,12 @@ class Volume:
         except BlockingIOError:
             got = 0
         except OSError as exc:
-            if exc.errno in _UNSUPPORTED or exc.errno == errno.EINVAL:
-                self._nowait = False
+            self._cannot_read_cached(exc)
             return 0
         if got == len(view):
             self._nowait_backoff = 1
         else:
-            self._nowait_skip = self._nowait_backoff
-            self._nowait_backoff = min(2 * self._nowait_backoff, NOWAIT_BACKOFF_MAX)
+            self._cache_missed()
         return got
 
     async def readinto(self, offset: int, buf: memoryview) -> None:
