@@ -42,6 +42,7 @@ from reservoir.campaigns.results import (
     Run,
     Sample,
     Scenario,
+    Stream,
     cell,
     format_results,
     summary_rows,
@@ -426,30 +427,9 @@ class _Report:
                 if s.cap_segments is not None
             ]
         div, unit = _bytes_unit(max([*values, 1]))
-        series = [
-            svg.Series(
-                st.id,
-                [s.t for s in st.samples],
-                [None if s.cwnd_bytes is None else s.cwnd_bytes / div for s in st.samples],
-                color=svg.color(index[st.id]),
-                width=STREAM_WIDTH if many else 1.3,
-                opacity=0.75 if many else 1.0,
-                legend=not many,
-            )
-            for st in streams
-        ]
+        series = [_cwnd_series(st, svg.color(index[st.id]), div, many) for st in streams]
         caps = [
-            svg.Series(
-                f"cap {st.id}",
-                [s.t for s in st.samples],
-                [_cap(s, st.mss_bytes, div) if same_scale else _cap(s) for s in st.samples],
-                color=svg.color(index[st.id]),
-                width=1.6,
-                dash="4 2",
-                step=True,
-                legend=False,
-            )
-            for st in capped
+            _cap_series(st, svg.color(index[st.id]), div if same_scale else None) for st in capped
         ]
         if same_scale:
             series += caps
@@ -537,6 +517,35 @@ class _Report:
 
 def _target(text: str) -> str:
     return e(text).replace("&gt;=", "&ge;").replace("&lt;=", "&le;")
+
+
+def _cwnd_series(st: Stream, color: str, div: float, many: bool) -> svg.Series:
+    """One stream's congestion window over time, in units of ``div`` bytes (thin and
+    without a legend entry when the run has many streams)."""
+    return svg.Series(
+        st.id,
+        [s.t for s in st.samples],
+        [None if s.cwnd_bytes is None else s.cwnd_bytes / div for s in st.samples],
+        color=color,
+        width=STREAM_WIDTH if many else 1.3,
+        opacity=0.75 if many else 1.0,
+        legend=not many,
+    )
+
+
+def _cap_series(st: Stream, color: str, div: float | None) -> svg.Series:
+    """One stream's equalizer cap as dashed steps: in units of ``div`` bytes, or in
+    segments where ``div`` is None (the caps are not on the cwnd chart's scale)."""
+    return svg.Series(
+        f"cap {st.id}",
+        [s.t for s in st.samples],
+        [_cap(s) if div is None else _cap(s, st.mss_bytes, div) for s in st.samples],
+        color=color,
+        width=1.6,
+        dash="4 2",
+        step=True,
+        legend=False,
+    )
 
 
 def _cap(s: Sample, mss: int | None = 1, div: float = 1.0) -> float | None:
