@@ -213,8 +213,9 @@ class LogicalUnit:
     def block_size(self) -> int:
         return self._st.block_size
 
-    def read_cached(self, nexus: Nexus, cdb: bytes) -> ScsiResult | None:
-        """A plain READ(10)/(16) served at once from the page cache, or None.
+    def read_cached(self, nexus: Nexus, cdb: bytes) -> bytes | None:
+        """The data of a plain READ(10)/(16) served at once from the page cache (its
+        status GOOD), or None.
 
         None whenever anything needs :meth:`execute`'s full path: a unit
         attention to report, a nexus not seen yet, a reservation, any flag,
@@ -232,8 +233,7 @@ class LogicalUnit:
         if flags or not 0 < blocks <= st.max_transfer or lba + blocks > st.num_blocks:
             return None
         bs = st.block_size
-        data = self._cached(lba * bs, blocks * bs)
-        return None if data is None else ScsiResult(Status.GOOD, data)
+        return self._cached(lba * bs, blocks * bs)
 
     async def execute(self, cmd: ScsiCommand) -> ScsiResult:
         """Runs one command: unit attention, reservation check, then the handler."""

@@ -127,10 +127,10 @@ def _read_at_once(conn: Connection, session: Session, cmd: P.ScsiCommand, lun: i
     expected = cmd.expected_length
     if not _one_pdu(conn, expected) or cmd.cmdsn != session.exp_cmdsn:
         return False
-    result = unit.read_cached(nexus, cmd.cdb)
-    if result is None or len(result.data_in) != expected or not session.take_next(cmd, cmd.cmdsn):
+    data = unit.read_cached(nexus, cmd.cdb)
+    if data is None or len(data) != expected or not session.take_next(cmd, cmd.cmdsn):
         return False
-    conn.send_read_data(cmd.itt, cmd.lun, memoryview(result.data_in), 0, 0)
+    conn.send_read_data(cmd.itt, cmd.lun, memoryview(data), 0, 0)
     if session.counts is not None:
         session.counts.read_bytes += expected
     return True
