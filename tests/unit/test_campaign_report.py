@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -46,47 +47,12 @@ def make_run(
     ``cut=(down, up)`` the streams on l1 carry nothing between link-down and link-up."""
     if error is not None:
         return Run(sc, rep, 1.7e9 + rep, 0.5, 0, 0.0, 0.1, error=error)
-    n = sc.streams
-    streams = []
-    for k in range(n):
-        path = "l1" if k % 2 == 0 else "l2"
-        samples = []
-        for t in range(1, seconds + 1):
-            share = goodput / n * (1 + 0.15 * math.sin(k * 1.3 + t * 0.7))
-            if cut and path == "l1" and cut[0] < t <= cut[1]:
-                share = 0.0
-            elif cut and path == "l2" and cut[0] < t <= cut[1]:
-                share *= 1.6
-            cwnd = int(share * 0.1 / 8) + 14480  # about one BDP at 100 ms
-            fair = goodput / n * 0.1 / 8 / 1448
-            cap = int(fair * (1.05 + 0.05 * ((t // 4 + k) % 3))) + 1 if caps and t > 3 else None
-            samples.append(
-                Sample(
-                    float(t),
-                    share,
-                    cwnd_bytes=cwnd,
-                    rtt_us=100_000 + 50 * k,
-                    retransmits=(t + k) % 3,
-                    cap_segments=cap,
-                )
-            )
-        streams.append(Stream(f"s{k}", path, samples, mss_bytes=1448 if caps else None))
+    shape = _Shape(sc.streams, goodput, seconds, cut, caps)
+    streams = [_stream(k, shape) for k in range(sc.streams)]
     intervals = [
         Interval(float(t), sum(st.samples[t - 1].bps for st in streams))
         for t in range(1, seconds + 1)
     ]
-    events = []
-    failover = None
-    if cut:
-        events = [
-            Event(cut[0], "link-down", "l1"),
-            Event(cut[0] + 0.3, "path-failed", "l1"),
-            Event(cut[1], "link-up", "l1"),
-            Event(cut[1] + 0.8, "path-recovered", "l1"),
-        ]
-        failover = Failover(0.55, 1.2)
-    if caps:
-        events.append(Event(4.0, "cap", "s0 -> 80 segments"))
     r = Run(
         sc,
         rep,
@@ -98,11 +64,63 @@ def make_run(
         verified=True if sc.tool == "reservoir" else None,
         intervals=intervals,
         streams=streams,
-        events=events,
-        failover=failover,
+        events=_events(cut, caps),
+        failover=Failover(0.55, 1.2) if cut else None,
     )
     r.jain = run_jain(r)
     return r
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What every stream of a made-up run shares."""
+
+    streams: int
+    goodput: float
+    seconds: int
+    cut: tuple[float, float] | None
+    caps: bool
+
+
+def _stream(k: int, shape: _Shape) -> Stream:
+    """Stream ``k``, on l1 (even) or l2 (odd), one sample a second."""
+    path = "l1" if k % 2 == 0 else "l2"
+    samples = [_sample(k, t, path, shape) for t in range(1, shape.seconds + 1)]
+    return Stream(f"s{k}", path, samples, mss_bytes=1448 if shape.caps else None)
+
+
+def _sample(k: int, t: int, path: str, shape: _Shape) -> Sample:
+    fair = shape.goodput / shape.streams
+    share = fair * (1 + 0.15 * math.sin(k * 1.3 + t * 0.7))
+    if shape.cut and shape.cut[0] < t <= shape.cut[1]:
+        share = 0.0 if path == "l1" else share * 1.6  # l1 down, l2 carries more
+    cwnd = int(share * 0.1 / 8) + 14480  # about one BDP at 100 ms
+    segments = fair * 0.1 / 8 / 1448
+    cap = None
+    if shape.caps and t > 3:
+        cap = int(segments * (1.05 + 0.05 * ((t // 4 + k) % 3))) + 1
+    return Sample(
+        float(t),
+        share,
+        cwnd_bytes=cwnd,
+        rtt_us=100_000 + 50 * k,
+        retransmits=(t + k) % 3,
+        cap_segments=cap,
+    )
+
+
+def _events(cut: tuple[float, float] | None, caps: bool) -> list[Event]:
+    events = []
+    if cut:
+        events = [
+            Event(cut[0], "link-down", "l1"),
+            Event(cut[0] + 0.3, "path-failed", "l1"),
+            Event(cut[1], "link-up", "l1"),
+            Event(cut[1] + 0.8, "path-recovered", "l1"),
+        ]
+    if caps:
+        events.append(Event(4.0, "cap", "s0 -> 80 segments"))
+    return events
 
 
 def make_campaign(name: str = "lfn-2x500m", runs: list[Run] | None = None) -> CampaignRun:
