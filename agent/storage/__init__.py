@@ -17,6 +17,7 @@ what its volumes' requests did (:class:`IoCounts`).
 """
 
 from ._base import BULK_WRITE, DirectIo, Engine
+from ._changes import ChangeMark
 from ._counts import IoCounts
 from ._engine import available_backends, open_engine, opened_default_engine
 from ._errors import StorageError
@@ -26,6 +27,7 @@ from ._volume import Volume, open_volume
 
 __all__ = [
     "BULK_WRITE",
+    "ChangeMark",
     "DirectIo",
     "Engine",
     "IoCounts",

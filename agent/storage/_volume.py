@@ -12,6 +12,7 @@ from types import TracebackType
 
 from . import _sys
 from ._base import DirectIo, Engine, Handle
+from ._changes import ChangeMark, change_mark
 from ._engine import default_engine
 from ._errors import StorageError, from_os_error, storage_error
 from ._read_back import Hasher
@@ -141,6 +142,14 @@ class Volume:
         """The descriptor of its page-cache I/O, which a data segment is sent from
         (sendfile); -1 once the volume is closed."""
         return -1 if self.closed else self._h.fd
+
+    def change_mark(self) -> ChangeMark:
+        """What tells whether the volume was written since (see :mod:`._changes`)."""
+        self._check("stat", 0, 0)
+        try:
+            return change_mark(self._h.fd)
+        except OSError as exc:
+            raise from_os_error(exc, "stat", self.path) from exc
 
     def close(self) -> None:
         """Closes the volume; its descriptors close when requests in flight are done."""

@@ -11,7 +11,7 @@ from reservoir.agent.transfer._caps import Capper, StreamCaps
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
 from reservoir.agent.transfer._engine import CopyOptions, JumpStart, copy, release
-from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._errors import CopyError, SourceChangedError
 from reservoir.agent.transfer._paths import PathReport
 from reservoir.agent.transfer._plan import Extent, Plan, PlanError, Queues, ServerPair, make_plan
 from reservoir.agent.transfer._progress import Progress, ProgressPrinter
@@ -38,6 +38,7 @@ __all__ = [
     "Queues",
     "RemoteLun",
     "ServerPair",
+    "SourceChangedError",
     "StreamCaps",
     "StreamStats",
     "copy",

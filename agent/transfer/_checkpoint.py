@@ -4,7 +4,9 @@ A JSON file saved atomically (temp file with mode 0600 in the same folder, fsync
 rename, fsync of the folder), at most every ``interval`` seconds and at the end.
 ``--resume`` loads it, refuses it when it belongs to another copy, and skips the
 extents it lists.  ``in_flight`` records the extents being sent at the last save, to
-count what a resume sends twice.
+count what a resume sends twice.  ``source_mark`` is what told the source's changes
+when the run that saved it began (:class:`ChangeMark`): a resume whose source has
+moved since takes none of the done extents on the checkpoint's word.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reservoir.agent.storage import ChangeMark
 from reservoir.agent.transfer._errors import CopyError
 from reservoir.common.store import write_atomic
 
@@ -57,8 +60,23 @@ class Checkpoint:
     key: CopyKey
     done: dict[int, bytes] = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
+    source_mark: ChangeMark | None = None  # the source's, as the saving run began
     interval: float = SAVE_INTERVAL
     _saved_at: float | None = None  # monotonic time of the last save; None: never
+
+    def watch_source(self, mark: ChangeMark | None) -> int:
+        """Keeps ``mark`` (the source's now) and returns how many done extents went
+        back in flight because the source moved since the mark of the run that saved
+        them: they are looked for on the destination again, and the ones that differ
+        from the source as it is now are sent. 0 where either mark is missing (a
+        remote source, or a checkpoint from before marks were kept)."""
+        earlier, self.source_mark = self.source_mark, mark
+        if earlier is None or mark is None or not earlier.moved(mark):
+            return 0
+        moved = len(self.done)
+        self.in_flight |= set(self.done)
+        self.done.clear()
+        return moved
 
     def record(self, extent_id: int, digest: bytes) -> None:
         self.done[extent_id] = digest
@@ -85,6 +103,7 @@ class Checkpoint:
             "stripe_unit": self.key.stripe_unit,
             "done": {str(i): d.hex() for i, d in sorted(self.done.items())},
             "in_flight": sorted(self.in_flight),
+            "source_mark": _mark_json(self.source_mark),
         }
 
 
@@ -102,11 +121,17 @@ def load(path: Path, key: CopyKey) -> Checkpoint:
         )
         done = {int(i): bytes.fromhex(d) for i, d in data["done"].items()}
         in_flight = {int(i) for i in data.get("in_flight", [])}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        mark = data.get("source_mark")
+        source_mark = None if mark is None else ChangeMark(str(mark[0]), str(mark[1]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
     if found != key:
         raise CheckpointError(f"checkpoint {path} is for another copy: {_diff(found, key)}")
-    return Checkpoint(path, key, done, in_flight)
+    return Checkpoint(path, key, done, in_flight, source_mark)
+
+
+def _mark_json(mark: ChangeMark | None) -> list[str] | None:
+    return None if mark is None else [mark.how, mark.state]
 
 
 def _diff(found: CopyKey, wanted: CopyKey) -> str:

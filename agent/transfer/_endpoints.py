@@ -51,7 +51,7 @@ from reservoir.agent.initiator import (
 )
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
-from reservoir.agent.storage import Volume, open_volume, volume_identity
+from reservoir.agent.storage import ChangeMark, Volume, open_volume, volume_identity
 from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._hold import (
     REGISTERED,
@@ -253,6 +253,10 @@ class LocalSide:
 
     async def channel(self, stream: int, path: PathSpec | None) -> Channel:
         return LocalChannel(self.volume)
+
+    def change_mark(self) -> ChangeMark:
+        """What tells whether the volume was written since (a copy's source)."""
+        return self.volume.change_mark()
 
     async def close(self) -> None:
         self.volume.close()

@@ -38,6 +38,7 @@ from reservoir.agent.transfer._endpoints import (
     Channel,
     CountingChannel,
     EndpointError,
+    LocalSide,
     Login,
     PathSpec,
     RemoteChannel,
@@ -51,7 +52,7 @@ from reservoir.agent.transfer._endpoints import (
     parse_path,
     resolve_binds,
 )
-from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._errors import CopyError, SourceChangedError
 from reservoir.agent.transfer._hold import (
     REGISTERED,
     RESERVED,
@@ -548,6 +549,8 @@ class Run:
         self.dsts = list(dst) if isinstance(dst, Sequence) else [dst]  # one per server pair
         self.plan, self.src, self.dst, self.paths = plan, src, self.dsts[0], paths
         self.options, self.checkpoint, self.progress = options, checkpoint, progress
+        self.source_mark = src.change_mark() if isinstance(src, LocalSide) else None
+        self._distrust_if_source_moved()
         self.previously_in_flight = set(checkpoint.in_flight)
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
         self.dispatcher = Dispatcher(Queues(plan, self.skipped), plan.streams)
@@ -577,6 +580,36 @@ class Run:
             specs = self.specs
             self.monitor = PathMonitor(
                 list(specs), self, lambda label: opener(specs[label]), config=options.health
+            )
+
+    def _distrust_if_source_moved(self) -> None:
+        """A resumed copy whose source was written since the run that saved the
+        checkpoint: the extents that run did go back in flight (see Checkpoint)."""
+        moved = self.checkpoint.watch_source(self.source_mark)
+        if moved:
+            log.warning(
+                "copy to %s: %s changed since the checkpoint was saved (%s moved): its %d "
+                "done extents are checked against the destination again",
+                self.checkpoint.key.dest,
+                self.src.label,
+                self.source_mark.how if self.source_mark else "",
+                moved,
+            )
+
+    def _check_source(self) -> None:
+        """SourceChangedError where the source was written while it was copied: the
+        destination then holds each extent as it was read, which "verified, equal to
+        the source" would misstate. A copy that verifies nothing claims nothing."""
+        mark = self.source_mark
+        if mark is None or not self.options.verify:
+            return
+        assert isinstance(self.src, LocalSide)
+        if mark.moved(self.src.change_mark()):
+            raise SourceChangedError(
+                f"{self.src.label} changed while it was copied ({mark.how} moved): the "
+                f"destination holds each extent as it was read, not the source as it is "
+                f"now; copy a source nothing writes meanwhile (quiesced, or a snapshot), or "
+                f"resume to send what changed (--no-verify copies it without this check)"
             )
 
     def _remote_pinger(self) -> Callable[[PathSpec], Awaitable[Pinger]] | None:
@@ -632,6 +665,7 @@ class Run:
             self._check_complete()
             self._phase(f"every extent written{self._checked_how()}")
             await self._end()
+            self._check_source()
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -1093,7 +1127,13 @@ class Run:
             jump_started=len(caps.jumped) if (caps := self.options.stream_caps) else 0,
             first_write=self._first_write(),
             extents=len(self.plan.extents),
+            source_watched=self._source_watched(),
         )
+
+    def _source_watched(self) -> str:
+        """What showed the source unchanged from before its first read to the end."""
+        mark = self.source_mark
+        return mark.how if mark is not None and self.options.verify and self.end_checked else ""
 
     def _hold_kind(self) -> str:
         """How the destinations were held: the weakest hold of any of them."""

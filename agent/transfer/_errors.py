@@ -6,19 +6,25 @@ below it (the initiator's, the protocol's, the storage engine's) into one, once,
 ::
 
     CopyError
-     +-- PlanError        a range, extent size, stripe unit or stream count (_plan.py)
-     +-- EndpointError    a source or destination that cannot be used (_endpoints.py)
-     +-- CheckpointError  a checkpoint that cannot be read or does not fit (_checkpoint.py)
-     +-- HoldError        a volume another copy holds (_hold.py)
-     +-- VerifyError      an extent that did not verify after its retries (_stream.py)
+     +-- PlanError           a range, extent size, stripe unit or stream count (_plan.py)
+     +-- EndpointError       a source or destination that cannot be used (_endpoints.py)
+     +-- CheckpointError     a checkpoint that cannot be read or does not fit (_checkpoint.py)
+     +-- HoldError           a volume another copy holds (_hold.py)
+     +-- VerifyError         an extent that did not verify after its retries (_stream.py)
+     +-- SourceChangedError  a source written while it was copied (_engine.py)
 """
 
 from __future__ import annotations
 
 from reservoir.common.errors import ReservoirError
 
-__all__ = ["CopyError"]
+__all__ = ["CopyError", "SourceChangedError"]
 
 
 class CopyError(ReservoirError):
     """The copy failed; the message is one clear line."""
+
+
+class SourceChangedError(CopyError):
+    """The source was written while it was copied: the destination holds each extent
+    as it was read, not the source as it is (see reservoir.agent.storage._changes)."""

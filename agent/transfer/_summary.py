@@ -59,6 +59,9 @@ class CopySummary:
     jump_started: int = 0  # streams whose connection started at its paced rate, not slow
     first_write: float | None = None  # s from the copy being asked for to its first write
     extents: int = 0  # in the copy's range, those done by an earlier run included
+    # what showed the source unchanged from before its first read to the end of the
+    # copy ("": not watched: a remote source, or a copy that verified nothing)
+    source_watched: str = ""
     # in flight when an earlier run stopped, and found on the destination as the
     # source has them (its digest): checked, not sent again
     found_bytes: int = 0
@@ -152,6 +155,8 @@ def format_summary(s: CopySummary) -> str:
         lines.append(_sessions_line(s))
     if s.hold:
         lines.append(_HOLD_LINES[s.hold])
+    if s.verified:
+        lines.append(_source_line(s))
     verify = (
         f"verified: {s.verification}; {s.mismatches} mismatches resent while copying, "
         f"{s.end_mismatches} at the end"
@@ -174,6 +179,15 @@ _HOLD_LINES = {
     "other initiators were not (the target lets only one session write under a "
     "reservation)",
 }
+
+
+def _source_line(s: CopySummary) -> str:
+    if s.source_watched:
+        return f"source unchanged from before its first read to the end (by {s.source_watched})"
+    return (
+        "source not watched for changes (a remote LUN): the destination holds it as it "
+        "was read; quiesce it, or copy a snapshot, for a copy of one moment"
+    )
 
 
 def _found(s: CopySummary) -> str:

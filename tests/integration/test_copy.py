@@ -18,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from reservoir.agent.initiator import RecoveryPolicy, Session
-from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, cli, copy
+from reservoir.agent.transfer import (
+    CopyError,
+    CopyOptions,
+    CopySummary,
+    Progress,
+    cli,
+    copy,
+    format_summary,
+)
 from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.lab.peers import (
     LOCALHOST,
@@ -107,6 +115,8 @@ def test_copy_into_our_target(
     assert all(s.up and s.extents >= 3 for s in summary.streams)
     assert summary.verified_by == "destination"  # our target hashed its own copy
     assert sha(lun) == sha(source)
+    assert summary.source_watched == "its modification and change times"
+    assert "source unchanged from before its first read to the end" in format_summary(summary)
 
 
 def test_a_local_source_goes_to_the_network_by_sendfile(
@@ -218,6 +228,8 @@ def test_copy_from_remote_lun(
     summary = asyncio.run(copy(ours.url(0), str(out), options(tmp_path)))
     assert out.stat().st_size == SIZE
     assert sha(out) == sha(source)
+    assert summary.verified and summary.source_watched == ""
+    assert "source not watched for changes (a remote LUN)" in format_summary(summary)
     assert (
         summary.root_hash
         == asyncio.run(

@@ -28,7 +28,14 @@ from reservoir.agent.initiator import (
     pr_register,
     pr_reserve,
 )
-from reservoir.agent.transfer import CopyError, CopyOptions, CopySummary, Progress, copy
+from reservoir.agent.transfer import (
+    CopyError,
+    CopyOptions,
+    CopySummary,
+    Progress,
+    SourceChangedError,
+    copy,
+)
 from reservoir.agent.transfer import _endpoints as endpoints
 from reservoir.agent.transfer import _hold as hold
 from reservoir.agent.transfer._stream import PieceHasher
@@ -436,3 +443,61 @@ def test_copy_release_ends_the_hold_of_a_copy_given_up(
     asyncio.run(other_host_write(target))  # anyone may write again
     again = subprocess.run(command, check=False, capture_output=True, text=True)
     assert again.stdout == "this copy holds none of its destinations\n"
+
+
+def touch_every_extent(path: Path) -> None:
+    """One byte of each extent changed in place: whatever a copy read is stale now."""
+    with open(path, "r+b") as f:
+        for offset in range(0, SIZE, EXTENT):
+            f.seek(offset)
+            old = f.read(1)
+            f.seek(offset)
+            f.write(bytes([old[0] ^ 0xFF]))
+
+
+def test_a_source_written_while_it_is_copied_fails_saying_so(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    """A copy whose source is written under it does not end "verified, equal to the
+    source": the destination holds each extent as it was read, not the source as it
+    is at the end."""
+    changed: list[int] = []
+
+    def write_source(p: Progress) -> None:
+        if p.extents_done == 2 and not changed:
+            touch_every_extent(source)
+            changed.append(p.extents_done)
+
+    with pytest.raises(SourceChangedError) as failed:
+        asyncio.run(copy(str(source), target.url(0), options(tmp_path), progress=write_source))
+    assert changed
+    message = str(failed.value)
+    assert "changed while it was copied" in message and str(source) in message, message
+    assert "modification" in message, message  # what moved: the file's times
+
+
+def test_a_resume_after_its_source_changed_sends_what_changed(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    """The extents an earlier run did are not taken on its word once the source has
+    changed since: they are looked for on the destination again, and the ones that
+    differ are sent; the destination then equals the source as it is."""
+    opts = options(tmp_path, extent_size=1 << 20)
+
+    async def interrupted() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def progress(p: Progress) -> None:
+            if p.extents_done >= 10:
+                task.cancel()
+
+        await copy(str(source), target.url(0), opts, progress=progress)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(interrupted())
+    touch_every_extent(source)
+    opts.resume = True
+    summary = asyncio.run(copy(str(source), target.url(0), opts))
+    assert summary.verified and summary.skipped_extents == 0
+    assert sha(lun) == sha(source)

@@ -72,6 +72,7 @@ def with_volume(
 def test_public_api() -> None:
     assert set(storage.__all__) == {
         "BULK_WRITE",
+        "ChangeMark",
         "DirectIo",
         "Engine",
         "IoCounts",

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from reservoir.agent.storage import ChangeMark
 from reservoir.agent.transfer import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer import _checkpoint as ck
 
@@ -63,3 +64,46 @@ def test_default_path_depends_on_source_dest_and_range(monkeypatch: pytest.Monke
     path = ck.default_path(KEY)
     assert path.parent == Path("/state/reservoir") and path.name.startswith("copy-")
     assert ck.default_path(CopyKey("/src.img", KEY.dest, 512, KEY.length, KEY.extent_size)) != path
+
+
+MARK = ChangeMark("its modification and change times", "2049:12 67108864 1 1")
+
+
+def test_the_source_mark_is_saved_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    saved = Checkpoint(path, KEY)
+    assert saved.watch_source(MARK) == 0  # a fresh copy: nothing to distrust
+    saved.save()
+    assert ck.load(path, KEY).source_mark == MARK
+
+
+def test_a_checkpoint_saved_before_marks_were_kept_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    Checkpoint(path, KEY, done={0: bytes(16)}).save()
+    data = json.loads(path.read_text())
+    del data["source_mark"]
+    path.write_text(json.dumps(data))
+    loaded = ck.load(path, KEY)
+    assert loaded.source_mark is None and loaded.done == {0: bytes(16)}
+    assert loaded.watch_source(MARK) == 0 and loaded.done == {0: bytes(16)}
+
+
+def test_a_source_that_moved_since_puts_the_done_extents_back_in_flight(tmp_path: Path) -> None:
+    checkpoint = Checkpoint(tmp_path / "ck.json", KEY, done={0: bytes(16), 2: bytes(16)})
+    checkpoint.in_flight = {3}
+    checkpoint.source_mark = MARK
+    assert checkpoint.watch_source(MARK) == 0 and set(checkpoint.done) == {0, 2}
+    moved = dataclasses.replace(MARK, state="2049:12 67108864 2 2")
+    assert checkpoint.watch_source(moved) == 2
+    assert checkpoint.done == {} and checkpoint.in_flight == {0, 2, 3}
+    assert checkpoint.source_mark == moved
+
+
+def test_a_mark_that_is_unreadable_refuses_the_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    Checkpoint(path, KEY).save()
+    data = json.loads(path.read_text())
+    data["source_mark"] = ["only one"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="cannot read checkpoint"):
+        ck.load(path, KEY)

@@ -1,0 +1,79 @@
+"""What tells whether a volume was written while a copy read it.
+
+A copy reads its source extent by extent over seconds or hours; if anything writes
+the source meanwhile, the destination holds each extent as it was read, which is not
+the source at any one moment. A :class:`ChangeMark` taken before the first read and
+again at the end says whether that happened:
+
+- a regular file: its inode, size, and modification and change times (fstat). Every
+  write moves them, through any descriptor or mapping, O_DIRECT included; a change
+  right after a stat gets a time of its own (the kernel's fine-grained timestamps);
+- a block device: the writes it completed and the sectors written
+  (``/sys/dev/block/MAJ:MIN/stat``), which count every write through the device, by
+  any process or file system (a whole disk counts its partitions' writes too); a loop
+  device's backing file is watched as a file besides, since writes to the file do not
+  go through the device.
+
+Marks are compared, never interpreted: equal marks mean no change was seen.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+SYS_DEV_BLOCK = Path("/sys/dev/block")
+_WRITES, _SECTORS_WRITTEN = 4, 6  # fields of a block device's stat file
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeMark:
+    """``how`` the volume is watched (what would move) and its state; ``how`` is
+    empty where nothing can tell a change (the mark is then always equal)."""
+
+    how: str
+    state: str
+
+    def moved(self, later: ChangeMark) -> bool:
+        return bool(self.how) and later != self
+
+
+def change_mark(fd: int, sys_block: Path = SYS_DEV_BLOCK) -> ChangeMark:
+    """The mark of the file or block device open at ``fd``."""
+    st = os.fstat(fd)
+    if stat.S_ISBLK(st.st_mode):
+        return _device_mark(st.st_rdev, sys_block)
+    return ChangeMark("its modification and change times", _file_state(st))
+
+
+def _file_state(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+
+def _device_mark(rdev: int, sys_block: Path) -> ChangeMark:
+    node = sys_block / f"{os.major(rdev)}:{os.minor(rdev)}"
+    try:
+        fields = (node / "stat").read_text().split()
+        state = f"writes {fields[_WRITES]} sectors {fields[_SECTORS_WRITTEN]}"
+    except (OSError, IndexError):
+        return ChangeMark("", "")  # no statistics for this device: nothing tells
+    how = "its write count"
+    backing = _backing_file(node)
+    if backing is not None:
+        how += " and its backing file's times"
+        state += f"; {backing}"
+    return ChangeMark(how, state)
+
+
+def _backing_file(node: Path) -> str | None:
+    """The state of a loop device's backing file; None for any other device."""
+    try:
+        name = (node / "loop" / "backing_file").read_text().strip()
+    except OSError:
+        return None
+    try:
+        return _file_state(os.stat(name))
+    except OSError:
+        return f"{name} (gone)"

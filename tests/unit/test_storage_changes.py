@@ -1,0 +1,109 @@
+"""ChangeMark: what tells whether a copy's source was written while it was read."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from reservoir.agent.storage._changes import ChangeMark, change_mark
+
+
+def mark_of(path: Path) -> ChangeMark:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return change_mark(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def file(tmp_path: Path) -> Path:
+    path = tmp_path / "volume.img"
+    path.write_bytes(bytes(range(256)) * 64)
+    return path
+
+
+def test_a_file_read_keeps_its_mark(file: Path) -> None:
+    before = mark_of(file)
+    assert file.read_bytes()
+    assert not before.moved(mark_of(file))
+
+
+def test_a_file_written_in_place_moves_its_mark_even_with_the_same_bytes(file: Path) -> None:
+    before = mark_of(file)
+    with open(file, "r+b") as f:
+        f.write(file.read_bytes()[:16])  # what was there already
+    after = mark_of(file)
+    assert before.moved(after)
+    assert before.how == "its modification and change times"
+
+
+def test_a_file_cut_short_or_replaced_moves_its_mark(file: Path, tmp_path: Path) -> None:
+    before = mark_of(file)
+    os.truncate(file, 100)
+    assert before.moved(mark_of(file))
+    again = mark_of(file)
+    other = tmp_path / "other.img"
+    other.write_bytes(file.read_bytes())
+    os.replace(other, file)  # another inode under the same name
+    assert again.moved(mark_of(file))
+
+
+def fake_device(tmp_path: Path, rdev: int, stat_line: str, backing: str | None = None) -> Path:
+    """A /sys/dev/block of one device ``rdev`` whose stat file says ``stat_line``."""
+    node = tmp_path / "sys" / f"{os.major(rdev)}:{os.minor(rdev)}"
+    node.mkdir(parents=True)
+    (node / "stat").write_text(stat_line)
+    if backing is not None:
+        (node / "loop").mkdir()
+        (node / "loop" / "backing_file").write_text(backing + "\n")
+    return tmp_path / "sys"
+
+
+STAT = "  100 0 800 5 {writes} 0 {sectors} 9 0 14 14 0 0 0 0 0 0\n"
+
+
+def block_mark(monkeypatch: pytest.MonkeyPatch, sys_block: Path, rdev: int) -> ChangeMark:
+    """The mark of a block device ``rdev`` (fstat answering for it)."""
+    real = os.fstat(0)
+    fields = list(real)
+    fields[stat.ST_MODE] = stat.S_IFBLK | 0o600
+    faked = os.stat_result(fields, {"st_rdev": rdev})
+    monkeypatch.setattr(os, "fstat", lambda fd: faked)
+    return change_mark(0, sys_block)
+
+
+def test_a_block_device_is_watched_by_its_write_counters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rdev = os.makedev(8, 16)
+    sys_block = fake_device(tmp_path, rdev, STAT.format(writes=7, sectors=56))
+    before = block_mark(monkeypatch, sys_block, rdev)
+    assert before.how == "its write count"
+    assert not before.moved(block_mark(monkeypatch, sys_block, rdev))
+    (sys_block / "8:16" / "stat").write_text(STAT.format(writes=8, sectors=64))
+    assert before.moved(block_mark(monkeypatch, sys_block, rdev))
+
+
+def test_a_loop_device_is_watched_by_its_backing_file_too(
+    tmp_path: Path, file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes to a loop device's backing file do not go through the device."""
+    rdev = os.makedev(7, 3)
+    sys_block = fake_device(tmp_path, rdev, STAT.format(writes=0, sectors=0), str(file))
+    before = block_mark(monkeypatch, sys_block, rdev)
+    assert before.how == "its write count and its backing file's times"
+    with open(file, "r+b") as f:
+        f.write(b"x")
+    assert before.moved(block_mark(monkeypatch, sys_block, rdev))
+
+
+def test_a_device_without_statistics_cannot_tell_and_never_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mark = block_mark(monkeypatch, tmp_path / "nothing-here", os.makedev(250, 0))
+    assert mark == ChangeMark("", "")
+    assert not mark.moved(ChangeMark("its write count", "writes 1 sectors 8"))
