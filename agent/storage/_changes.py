@@ -9,8 +9,10 @@ again at the end says whether that happened:
   write moves them, through any descriptor or mapping, O_DIRECT included; a change
   right after a stat gets a time of its own (the kernel's fine-grained timestamps);
 - a block device: the writes it completed and the sectors written
-  (``/sys/dev/block/MAJ:MIN/stat``), which count every write through the device, by
-  any process or file system (a whole disk counts its partitions' writes too); a loop
+  (``/sys/dev/block/MAJ:MIN/stat``), which count every write that reached the device,
+  by any process or file system (a whole disk counts its partitions' writes too), and
+  the times of its device node, which a write through the node moves at once (a
+  buffered write reaches the counters only when its pages are written back); a loop
   device's backing file is watched as a file besides, since writes to the file do not
   go through the device.
 
@@ -44,7 +46,7 @@ def change_mark(fd: int, sys_block: Path = SYS_DEV_BLOCK) -> ChangeMark:
     """The mark of the file or block device open at ``fd``."""
     st = os.fstat(fd)
     if stat.S_ISBLK(st.st_mode):
-        return _device_mark(st.st_rdev, sys_block)
+        return _device_mark(st, sys_block)
     return ChangeMark("its modification and change times", _file_state(st))
 
 
@@ -52,17 +54,18 @@ def _file_state(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
-def _device_mark(rdev: int, sys_block: Path) -> ChangeMark:
-    node = sys_block / f"{os.major(rdev)}:{os.minor(rdev)}"
+def _device_mark(st: os.stat_result, sys_block: Path) -> ChangeMark:
+    node = sys_block / f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+    times = f"node {st.st_mtime_ns} {st.st_ctime_ns}"
     try:
         fields = (node / "stat").read_text().split()
-        state = f"writes {fields[_WRITES]} sectors {fields[_SECTORS_WRITTEN]}"
+        state = f"writes {fields[_WRITES]} sectors {fields[_SECTORS_WRITTEN]}; {times}"
     except (OSError, IndexError):
-        return ChangeMark("", "")  # no statistics for this device: nothing tells
-    how = "its write count"
+        return ChangeMark("its device node's times", times)  # no statistics here
+    how = "its write count and its device node's times"
     backing = _backing_file(node)
     if backing is not None:
-        how += " and its backing file's times"
+        how += ", and its backing file's times"
         state += f"; {backing}"
     return ChangeMark(how, state)
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from reservoir.agent.storage._changes import ChangeMark, change_mark
+from reservoir.lab import loopdev
 
 
 def mark_of(path: Path) -> ChangeMark:
@@ -66,24 +68,28 @@ def fake_device(tmp_path: Path, rdev: int, stat_line: str, backing: str | None =
 STAT = "  100 0 800 5 {writes} 0 {sectors} 9 0 14 14 0 0 0 0 0 0\n"
 
 
-def block_mark(monkeypatch: pytest.MonkeyPatch, sys_block: Path, rdev: int) -> ChangeMark:
-    """The mark of a block device ``rdev`` (fstat answering for it)."""
-    real = os.fstat(0)
-    fields = list(real)
+def block_mark(
+    monkeypatch: pytest.MonkeyPatch, sys_block: Path, rdev: int, node_time: int = 1
+) -> ChangeMark:
+    """The mark of a block device ``rdev`` whose node was last changed at ``node_time``
+    (fstat answering for it)."""
+    fields = list(os.fstat(0))
     fields[stat.ST_MODE] = stat.S_IFBLK | 0o600
-    faked = os.stat_result(fields, {"st_rdev": rdev})
+    extra = {"st_rdev": rdev, "st_mtime_ns": node_time, "st_ctime_ns": node_time}
+    faked = os.stat_result(fields, extra)
     monkeypatch.setattr(os, "fstat", lambda fd: faked)
     return change_mark(0, sys_block)
 
 
-def test_a_block_device_is_watched_by_its_write_counters(
+def test_a_block_device_is_watched_by_its_write_counters_and_its_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rdev = os.makedev(8, 16)
     sys_block = fake_device(tmp_path, rdev, STAT.format(writes=7, sectors=56))
     before = block_mark(monkeypatch, sys_block, rdev)
-    assert before.how == "its write count"
+    assert before.how == "its write count and its device node's times"
     assert not before.moved(block_mark(monkeypatch, sys_block, rdev))
+    assert before.moved(block_mark(monkeypatch, sys_block, rdev, node_time=2))
     (sys_block / "8:16" / "stat").write_text(STAT.format(writes=8, sectors=64))
     assert before.moved(block_mark(monkeypatch, sys_block, rdev))
 
@@ -95,15 +101,55 @@ def test_a_loop_device_is_watched_by_its_backing_file_too(
     rdev = os.makedev(7, 3)
     sys_block = fake_device(tmp_path, rdev, STAT.format(writes=0, sectors=0), str(file))
     before = block_mark(monkeypatch, sys_block, rdev)
-    assert before.how == "its write count and its backing file's times"
+    assert before.how.endswith(", and its backing file's times")
     with open(file, "r+b") as f:
         f.write(b"x")
     assert before.moved(block_mark(monkeypatch, sys_block, rdev))
 
 
-def test_a_device_without_statistics_cannot_tell_and_never_moves(
+def test_a_device_without_statistics_is_watched_by_its_node_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mark = block_mark(monkeypatch, tmp_path / "nothing-here", os.makedev(250, 0))
-    assert mark == ChangeMark("", "")
-    assert not mark.moved(ChangeMark("its write count", "writes 1 sectors 8"))
+    rdev = os.makedev(250, 0)
+    mark = block_mark(monkeypatch, tmp_path / "nothing-here", rdev)
+    assert mark.how == "its device node's times"
+    assert not mark.moved(block_mark(monkeypatch, tmp_path / "nothing-here", rdev))
+    assert mark.moved(block_mark(monkeypatch, tmp_path / "nothing-here", rdev, node_time=5))
+
+
+def test_a_mark_that_cannot_tell_never_moves() -> None:
+    assert not ChangeMark("", "").moved(ChangeMark("its write count", "writes 1"))
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    image = tmp_path / "backing.img"
+    image.write_bytes(bytes(1 << 20))
+    try:
+        with loopdev.loop_device(image) as dev:
+            yield dev, image
+    except loopdev.LoopUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_a_real_loop_device_moves_for_a_buffered_write_and_a_write_to_its_file(
+    loop: tuple[str, Path],
+) -> None:
+    """A buffered write through the device reaches its counters only at writeback:
+    the node's times move at once. A write to the backing file bypasses the device."""
+    dev, image = loop
+    before = mark_of(Path(dev))
+    with open(dev, "rb") as f:
+        assert f.read(4096) == bytes(4096)
+    assert not before.moved(mark_of(Path(dev)))
+    fd = os.open(dev, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"written", 0)
+        assert before.moved(mark_of(Path(dev)))  # before any writeback
+    finally:
+        os.close(fd)
+    again = mark_of(Path(dev))
+    with open(image, "r+b") as f:
+        f.seek(4096)
+        f.write(b"behind the device")
+    assert again.moved(mark_of(Path(dev)))
