@@ -22,7 +22,7 @@ from reservoir.agent.initiator._hash_range import (
     hash_receipts,
     supports_hash_range,
 )
-from reservoir.agent.initiator._identity import device_designator
+from reservoir.agent.initiator._identity import change_mark, device_designator
 from reservoir.agent.initiator._jump import ANY_LOCAL, Starter, jump_connector
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.initiator._pool import (
@@ -79,6 +79,7 @@ __all__ = [
     "TcpTransport",
     "WriteData",
     "arm_receipts",
+    "change_mark",
     "chap_identity",
     "device_designator",
     "discover",

@@ -1,5 +1,6 @@
 """Which device a LUN is: its logical unit designator from the Device Identification
-VPD page (INQUIRY EVPD 0x83, SPC-4 7.8.6).
+VPD page (INQUIRY EVPD 0x83, SPC-4 7.8.6); and, on our target, its change mark (the
+vendor page C0h of reservoir.agent.scsi._change_mark).
 
 Two URLs may name one LUN (``127.0.0.1`` and ``localhost``, LUN ``0`` and ``00``,
 two portals of one target); the designator does not depend on the spelling. The
@@ -12,10 +13,13 @@ from __future__ import annotations
 
 import struct
 
-from reservoir.agent.initiator._errors import ProtocolError
+from reservoir.agent.initiator._errors import ProtocolError, ScsiError
 from reservoir.agent.initiator._session import Session
+from reservoir.agent.scsi import CHANGE_MARK_PAGE, decode_change_mark
 
-__all__ = ["device_designator", "parse_device_identification"]
+__all__ = ["change_mark", "device_designator", "parse_device_identification"]
+
+ILLEGAL_REQUEST = 0x5
 
 VPD_DEVICE_IDENTIFICATION = 0x83
 PAGE_LENGTH = 1024
@@ -52,3 +56,16 @@ async def device_designator(session: Session, lun: int) -> str | None:
     """The LUN's designator (see the module); None where the target gives none."""
     reply = await session.scsi(lun, inquiry_vpd(VPD_DEVICE_IDENTIFICATION), read_length=PAGE_LENGTH)
     return parse_device_identification(reply.data)
+
+
+async def change_mark(session: Session, lun: int) -> tuple[str, str] | None:
+    """The LUN's change mark, (how, state); None where the target keeps none (another
+    vendor's target refuses the page, or answers one that is not ours). INQUIRY only
+    asks: asking any target is harmless."""
+    try:
+        reply = await session.scsi(lun, inquiry_vpd(CHANGE_MARK_PAGE), read_length=PAGE_LENGTH)
+    except ScsiError as exc:
+        if exc.sense_key == ILLEGAL_REQUEST:
+            return None
+        raise
+    return decode_change_mark(reply.data)

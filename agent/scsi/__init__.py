@@ -6,6 +6,7 @@ sense. Logical units run over a :class:`Backend` (reservoir.agent.storage).
 """
 
 from ._cdb import DATA_READS, DATA_WRITES
+from ._change_mark import CHANGE_MARK_PAGE, decode_change_mark
 from ._hash_range import (
     ALG_READ_BACK,
     ALG_RECEIPT,
@@ -25,6 +26,7 @@ __all__ = [
     "ALG_READ_BACK",
     "ALG_RECEIPT",
     "ALG_XXH3_128",
+    "CHANGE_MARK_PAGE",
     "DATA_READS",
     "DATA_WRITES",
     "HASH_RANGE_OPCODE",
@@ -39,6 +41,7 @@ __all__ = [
     "SenseKey",
     "Status",
     "build_sense",
+    "decode_change_mark",
     "decode_lun",
     "decode_sense",
     "derive_naa",

@@ -4,8 +4,10 @@ PORT GROUPS (SPC-4 6.36)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from ._cdb import truncate, u16, u32
+from ._change_mark import CHANGE_MARK_PAGE, encode_change_mark
 from ._sense import invalid_field_in_cdb
 from ._state import MAX_UNMAP_DESCRIPTORS, UNLIMITED, Identity, LuState
 from ._types import Nexus, ScsiCommand, ScsiResult, Status
@@ -19,6 +21,16 @@ VERSION_DESCRIPTORS = (0x00A0, 0x0460, 0x04C0, 0x0960)
 PROTOCOL_ISCSI = 0x5
 
 VpdBuilder = Callable[[LuState, Nexus], bytes]
+
+
+class ChangeMarkLike(Protocol):
+    """What a backend's change_mark() returns (reservoir.agent.storage.ChangeMark)."""
+
+    @property
+    def how(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
 
 
 def _ascii(text: str, width: int) -> bytes:
@@ -52,7 +64,23 @@ def _supported_pages(st: LuState, nexus: Nexus) -> bytes:
     pages = [0x00, 0x80, 0x83, 0xB0, 0xB1]
     if st.thin:
         pages.append(0xB2)
+    if _marker(st) is not None:
+        pages.append(CHANGE_MARK_PAGE)
     return _vpd(0x00, bytes(pages))
+
+
+def _marker(st: LuState) -> Callable[[], ChangeMarkLike] | None:
+    """The backend's change mark, where it keeps one (our storage engine's volumes)."""
+    marker: Callable[[], ChangeMarkLike] | None = getattr(st.backend, "change_mark", None)
+    return marker
+
+
+def _change_mark(st: LuState, nexus: Nexus) -> bytes:
+    """The Reservoir change mark page (vendor specific, see _change_mark)."""
+    marker = _marker(st)
+    assert marker is not None  # offered only then (inquiry)
+    mark = marker()
+    return _vpd(CHANGE_MARK_PAGE, encode_change_mark(mark.how, mark.state))
 
 
 def _unit_serial(st: LuState, nexus: Nexus) -> bytes:
@@ -131,6 +159,7 @@ VPD_PAGES: dict[int, VpdBuilder] = {
     0xB0: _block_limits,
     0xB1: _block_device_characteristics,
     0xB2: _logical_block_provisioning,
+    CHANGE_MARK_PAGE: _change_mark,
 }
 
 
@@ -146,6 +175,8 @@ async def inquiry(st: LuState, cmd: ScsiCommand) -> ScsiResult:
         return ScsiResult(Status.GOOD, truncate(standard_inquiry(st.identity), alloc))
     builder = VPD_PAGES.get(page)
     if builder is None or (page == 0xB2 and not st.thin):
+        raise invalid_field_in_cdb(2)
+    if page == CHANGE_MARK_PAGE and _marker(st) is None:
         raise invalid_field_in_cdb(2)
     return ScsiResult(Status.GOOD, truncate(builder(st, cmd.nexus), alloc))
 

@@ -39,6 +39,7 @@ from reservoir.agent.initiator import (
     SessionPool,
     WriteData,
     arm_receipts,
+    change_mark,
     chap_identity,
     device_designator,
     discover,
@@ -357,6 +358,7 @@ class RemoteSide:
         self.size = self.block_size = 0
         self.hashes = False  # whether the target verifies extents itself (HASH RANGE)
         self.device: str | None = None  # its designator (INQUIRY VPD 0x83)
+        self.mark: ChangeMark | None = None  # a source's change mark, where its target has one
         self.destination = destination  # its reservations are read, to hold it
         self.hold: int | None = None  # the copy's reservation key, once held (see _hold)
         self.hold_kind = ""  # RESERVED, or REGISTERED where the target needs it (_hold)
@@ -544,12 +546,14 @@ class RemoteSide:
 
     async def _facts(self, session: Session) -> None:
         lun = self.where.lun
-        (blocks, self.block_size), self.hashes, self.device, pr = await asyncio.gather(
+        (blocks, self.block_size), self.hashes, self.device, pr, mark = await asyncio.gather(
             session.capacity(lun),
             supports_hash_range(session, lun),
             device_designator(session, lun),
             read_pr_state(session, lun) if self.destination else _ready(PrState()),
+            _ready(None) if self.destination else remote_change_mark(session, lun),
         )
+        self.mark = mark
         self.size = blocks * self.block_size
         self.pr_state = pr
         session.learned[(_OURS, lun)] = self.hashes
@@ -795,6 +799,20 @@ def _grow_file(path: Path, needed: int, mode: int) -> None:
             os.ftruncate(fd, needed)
     finally:
         os.close(fd)
+
+
+async def remote_change_mark(session: Session, lun: int) -> ChangeMark | None:
+    """A LUN's change mark, as its target keeps it (our target's VPD page C0h: the
+    backing file's or device's, see reservoir.agent.storage._changes); None where the
+    target keeps none."""
+    mark = await change_mark(session, lun)
+    return None if mark is None else ChangeMark(f"{mark[0]}, as its target reads them", mark[1])
+
+
+def source_session(channel: Channel) -> tuple[Session, int] | None:
+    """The session and LUN a channel reads a remote source through; None for a local one."""
+    inner = channel.inner if isinstance(channel, CountingChannel) else channel
+    return (inner.session, inner.lun) if isinstance(inner, RemoteChannel) else None
 
 
 class CountingChannel:

@@ -29,7 +29,7 @@ from reservoir.agent.iscsi.chap import ChapError
 from reservoir.agent.iscsi.pdu import SpanError
 from reservoir.agent.iscsi.text import TextError
 from reservoir.agent.paths.health import HealthConfig
-from reservoir.agent.storage import StorageError
+from reservoir.agent.storage import ChangeMark, StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL, tcp_info
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer import _end_check as end_check
@@ -50,7 +50,9 @@ from reservoir.agent.transfer._endpoints import (
     open_source,
     parse_location,
     parse_path,
+    remote_change_mark,
     resolve_binds,
+    source_session,
 )
 from reservoir.agent.transfer._errors import CopyError, SourceChangedError
 from reservoir.agent.transfer._hold import (
@@ -318,6 +320,13 @@ async def release(source: str, dest: str | Sequence[str], options: CopyOptions) 
     return released
 
 
+def _first_mark(src: Side) -> ChangeMark | None:
+    """The source's change mark before its first read (a remote one's, as probed)."""
+    if isinstance(src, LocalSide):
+        return src.change_mark()
+    return src.mark if isinstance(src, RemoteSide) else None
+
+
 async def _close_quietly(channel: Channel) -> None:
     with contextlib.suppress(InitiatorError, OSError, TimeoutError):
         await channel.close()
@@ -549,7 +558,7 @@ class Run:
         self.dsts = list(dst) if isinstance(dst, Sequence) else [dst]  # one per server pair
         self.plan, self.src, self.dst, self.paths = plan, src, self.dsts[0], paths
         self.options, self.checkpoint, self.progress = options, checkpoint, progress
-        self.source_mark = src.change_mark() if isinstance(src, LocalSide) else None
+        self.source_mark = _first_mark(src)
         self._distrust_if_source_moved()
         self.previously_in_flight = set(checkpoint.in_flight)
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
@@ -574,6 +583,7 @@ class Run:
         self._outage_since: float | None = None  # no stream running since
         self._wake: asyncio.Event | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._kept: list[StreamWorker] = []  # the streams open until the end (_end)
         opener = pinger or self._remote_pinger()
         self.monitor: PathMonitor | None = None
         if len(self.specs) >= 2 and opener is not None:
@@ -596,21 +606,39 @@ class Run:
                 moved,
             )
 
-    def _check_source(self) -> None:
-        """SourceChangedError where the source was written while it was copied: the
-        destination then holds each extent as it was read, which "verified, equal to
-        the source" would misstate. A copy that verifies nothing claims nothing."""
+    async def _check_source(self) -> None:
+        """SourceChangedError where the source was written while it was copied (or a
+        remote source's mark can no longer be read): the destination then holds each
+        extent as it was read, which "verified, equal to the source" would misstate. A
+        copy that verifies nothing claims nothing."""
         mark = self.source_mark
         if mark is None or not self.options.verify:
             return
-        assert isinstance(self.src, LocalSide)
-        if mark.moved(self.src.change_mark()):
+        now = await self._source_mark_now()
+        if now is None:
+            raise SourceChangedError(
+                f"{self.src.label}: its change mark could not be read again at the end, so "
+                f"nothing shows it unchanged while it was copied; resume to check it again"
+            )
+        if mark.moved(now):
             raise SourceChangedError(
                 f"{self.src.label} changed while it was copied ({mark.how} moved): the "
                 f"destination holds each extent as it was read, not the source as it is "
                 f"now; copy a source nothing writes meanwhile (quiesced, or a snapshot), or "
                 f"resume to send what changed (--no-verify copies it without this check)"
             )
+
+    async def _source_mark_now(self) -> ChangeMark | None:
+        """The source's mark now: a local one's own; a remote one's from its target, over
+        a stream's session still open (the end keeps one per server pair); None where
+        none is."""
+        if isinstance(self.src, LocalSide):
+            return self.src.change_mark()
+        for worker in self._kept:
+            found = source_session(worker.source)
+            if found is not None:
+                return await remote_change_mark(*found)
+        return None
 
     def _remote_pinger(self) -> Callable[[PathSpec], Awaitable[Pinger]] | None:
         side = self.dst if self._dst_remote() else self.src
@@ -665,7 +693,7 @@ class Run:
             self._check_complete()
             self._phase(f"every extent written{self._checked_how()}")
             await self._end()
-            self._check_source()
+            await self._check_source()
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -984,7 +1012,7 @@ class Run:
         more after extents were sent again), then the holds released while the other
         streams and the path monitor's heartbeat sessions close."""
         pairs = await self._end_workers()
-        flushers = [streams[0] for streams in pairs.values()]
+        flushers = self._kept = [streams[0] for streams in pairs.values()]
         flushing = asyncio.ensure_future(self._flush(flushers))
         try:
             resent = await self._verify_end(pairs)

@@ -60,7 +60,8 @@ class CopySummary:
     first_write: float | None = None  # s from the copy being asked for to its first write
     extents: int = 0  # in the copy's range, those done by an earlier run included
     # what showed the source unchanged from before its first read to the end of the
-    # copy ("": not watched: a remote source, or a copy that verified nothing)
+    # copy ("": not watched: a remote source whose target keeps no change mark, or a
+    # copy that verified nothing)
     source_watched: str = ""
     # in flight when an earlier run stopped, and found on the destination as the
     # source has them (its digest): checked, not sent again
@@ -185,8 +186,9 @@ def _source_line(s: CopySummary) -> str:
     if s.source_watched:
         return f"source unchanged from before its first read to the end (by {s.source_watched})"
     return (
-        "source not watched for changes (a remote LUN): the destination holds it as it "
-        "was read; quiesce it, or copy a snapshot, for a copy of one moment"
+        "source not watched for changes (a remote LUN whose target keeps no change mark): "
+        "the destination holds it as it was read; quiesce it, or copy a snapshot, for a "
+        "copy of one moment"
     )
 
 

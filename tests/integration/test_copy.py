@@ -23,6 +23,7 @@ from reservoir.agent.transfer import (
     CopyOptions,
     CopySummary,
     Progress,
+    SourceChangedError,
     cli,
     copy,
     format_summary,
@@ -228,14 +229,49 @@ def test_copy_from_remote_lun(
     summary = asyncio.run(copy(ours.url(0), str(out), options(tmp_path)))
     assert out.stat().st_size == SIZE
     assert sha(out) == sha(source)
-    assert summary.verified and summary.source_watched == ""
-    assert "source not watched for changes (a remote LUN)" in format_summary(summary)
+    # our target keeps the LUN's change mark (vendor VPD page C0h): the source is watched
+    assert summary.verified
+    assert summary.source_watched == "its modification and change times, as its target reads them"
     assert (
         summary.root_hash
         == asyncio.run(
             copy(str(source), str(tmp_path / "again.img"), options(tmp_path / "x"))
         ).root_hash
     )
+
+
+def test_a_remote_source_written_behind_its_target_fails_saying_so(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    """The LUN copied from is written (its backing file, not through the target) while
+    it is copied: its target's change mark moves, and the copy says so."""
+    lun.write_bytes(source.read_bytes())
+    written: list[int] = []
+
+    def write_lun(p: Progress) -> None:
+        if p.extents_done == 2 and not written:
+            with open(lun, "r+b") as f:
+                f.write(b"changed behind the target")
+            written.append(1)
+
+    with pytest.raises(SourceChangedError, match="changed while it was copied") as failed:
+        asyncio.run(
+            copy(ours.url(0), str(tmp_path / "out.img"), options(tmp_path), progress=write_lun)
+        )
+    assert written and "as its target reads them" in str(failed.value)
+
+
+def test_a_remote_source_on_tgt_is_said_not_to_be_watched(
+    tmp_path: Path, source: Path, tgt: Tgtd
+) -> None:
+    """tgt keeps no change mark (it refuses vendor page C0h): the copy is verified, and
+    the summary says that nothing watched the source for changes."""
+    tgt.backing.write_bytes(source.read_bytes())
+    out = tmp_path / "out.img"
+    summary = asyncio.run(copy(tgt.url(1), str(out), options(tmp_path)))
+    assert summary.verified and summary.source_watched == ""
+    assert sha(out) == sha(source)
+    assert "source not watched for changes (a remote LUN" in format_summary(summary)
 
 
 def test_byte_range(tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget) -> None:

@@ -7,6 +7,7 @@ import struct
 from test_scsi_support import (
     NEXUS_B,
     TARGET,
+    MemoryBackend,
     assert_good,
     execute,
     inquiry,
@@ -14,7 +15,8 @@ from test_scsi_support import (
     sense_of,
 )
 
-from reservoir.agent.scsi import LogicalUnit
+from reservoir.agent.scsi import LogicalUnit, decode_change_mark
+from reservoir.agent.storage import ChangeMark
 
 
 def _designators(page: bytes) -> list[tuple[int, int, bytes]]:
@@ -203,3 +205,41 @@ def test_report_target_port_groups_extended_header() -> None:
     data = execute(lu, cdb).data_in
     assert data[4] == 0x10
     assert int.from_bytes(data[:4], "big") == len(data) - 4
+
+
+class MarkedBackend(MemoryBackend):
+    """A backend that keeps a change mark, as our storage engine's volumes do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mark = ChangeMark("its modification and change times", "2049:7 1048576 1 1")
+
+    def change_mark(self) -> ChangeMark:
+        return self.mark
+
+
+def test_a_backend_with_a_change_mark_offers_it_in_vendor_page_c0() -> None:
+    backend = MarkedBackend()
+    lu = LogicalUnit(backend, lun=0, serial="SN0001", target_name=TARGET, ua_on_new_nexus=False)
+    assert 0xC0 in execute(lu, inquiry(1, 0x00)).data_in[4:]
+    page = execute(lu, inquiry(1, 0xC0)).data_in
+    assert decode_change_mark(page) == (backend.mark.how, backend.mark.state)
+    backend.mark = ChangeMark(backend.mark.how, "2049:7 1048576 2 2")  # written since
+    assert decode_change_mark(execute(lu, inquiry(1, 0xC0)).data_in) == (
+        backend.mark.how,
+        "2049:7 1048576 2 2",
+    )
+
+
+def test_a_backend_without_a_change_mark_refuses_page_c0() -> None:
+    lu, _ = make_lu()
+    assert 0xC0 not in execute(lu, inquiry(1, 0x00)).data_in[4:]
+    assert sense_of(execute(lu, inquiry(1, 0xC0))) == (5, 0x24, 0x00)
+
+
+def test_another_vendors_page_c0_is_not_taken_for_a_change_mark() -> None:
+    foreign = bytes((0, 0xC0, 0, 20)) + b"ACME-PAGE-C0-DATA\nxx"
+    assert decode_change_mark(foreign) is None
+    assert decode_change_mark(bytes((0, 0x83, 0, 0))) is None  # another page
+    ours = bytes((0, 0xC0, 0, 18)) + b"RESERVOIR-CHMARK\n" + b"s"
+    assert decode_change_mark(ours) is None  # no way of watching named
