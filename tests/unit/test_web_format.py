@@ -41,3 +41,36 @@ def test_the_transfer_page_says_how_a_transfer_is_verified(
     transfer: dict[str, Any], shown: str
 ) -> None:
     assert verification(transfer) == shown
+
+
+def source_watch(summary: dict[str, Any]) -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (make install)")
+    script = f"""
+import {{ sourceWatch }} from {json.dumps(FORMAT.as_uri())};
+console.log(JSON.stringify(sourceWatch({json.dumps(summary)})));
+"""
+    out = subprocess.run(
+        [node, "--input-type=module"], input=script, capture_output=True, text=True, check=True
+    )
+    text: str = json.loads(out.stdout)
+    return text
+
+
+@pytest.mark.parametrize(
+    ("summary", "shown"),
+    [
+        (
+            {"verified": True, "source_watched": "its modification and change times"},
+            "source unchanged throughout (by its modification and change times)",
+        ),
+        ({"verified": True, "source_watched": ""}, "source not watched for changes"),
+        ({"verified": True}, "source not watched for changes"),  # an agent from before
+        ({"verified": False, "source_watched": "its write count"}, ""),
+    ],
+)
+def test_a_legs_verification_says_what_watched_its_source(
+    summary: dict[str, Any], shown: str
+) -> None:
+    assert source_watch(summary) == shown

@@ -111,3 +111,13 @@ export class RateMeter {
 export function verification(t) {
   return t.verify ? `on (${t.verification ?? 'storage'})` : 'off';
 }
+
+/**
+ * What watched a verified leg's source while it was copied, from the leg's copy
+ * summary: "" for a leg not verified (its copy claims nothing about the source).
+ * @param {{ verified?: boolean, source_watched?: string }} s
+ */
+export function sourceWatch(s) {
+  if (s.verified !== true) return '';
+  return s.source_watched ? `source unchanged throughout (by ${s.source_watched})` : 'source not watched for changes';
+}
