@@ -51,7 +51,9 @@ def change_mark(fd: int, sys_block: Path = SYS_DEV_BLOCK) -> ChangeMark:
 
 
 def _file_state(st: os.stat_result) -> str:
-    return f"{st.st_dev}:{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+    """Not the device number: it may change at a reboot (a resume would then check every
+    extent again for nothing); the copy's key already names the file by its path."""
+    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
 def _device_mark(st: os.stat_result, sys_block: Path) -> ChangeMark:
