@@ -312,3 +312,27 @@ def test_a_transfer_started_from_the_form_appears_and_runs(
         screenshot(page, "form-started")
     finally:
         lab.call("POST", f"/transfers/{tid}/cancel")
+
+
+def test_a_completed_transfer_shows_each_legs_verification_and_what_watched_its_source(
+    signed_in: Page, lab: DashboardLab, live_transfers: LiveTransfers, screenshot: Shot
+) -> None:
+    live_transfers.cancel()  # a destination belongs to one transfer at a time
+    for other in transfer_ids(lab):
+        if lab.transfer(other)["state"] not in ("completed", "cancelled", "failed"):
+            lab.call("POST", f"/transfers/{other}/cancel")
+            lab.wait(other, lambda t: t["state"] in ("completed", "cancelled"), timeout=60)
+    tid = lab.start(8, pacing={"policy": "off"})
+    done = lab.wait(tid, lambda t: t["state"] == "completed", timeout=180)
+    assert all(leg["summary"]["verified"] for leg in done["legs"])
+    page = signed_in
+    page.goto(f"{lab.base}/#/transfers/{tid}")
+    panel = page.locator("#verification p").first
+    expect(panel).to_have_attribute("data-verified", "all", timeout=15_000)
+    watched = page.locator("#verification [data-source-watched]")
+    expect(watched).to_have_count(len(done["legs"]))
+    for leg, cell in zip(done["legs"], watched.all(), strict=True):
+        how = leg["summary"]["source_watched"]
+        assert how, leg["summary"]  # each leg's source is a local volume of its agent
+        expect(cell).to_have_text(f"source unchanged throughout (by {how})")
+    screenshot(page, "transfer-completed")
