@@ -7,7 +7,9 @@ the test opens the gate, or for good (the copy ends only when it is paused or ca
 A test then waits for the copy's state (progress, telemetry), never for the clock: a
 copy that is held cannot complete meanwhile, however slowly the test gets to act.
 
-:func:`gated_copy` puts gates into the copies an agent runs (its ``copy_fn``).
+:func:`gated_copy` puts gates into the copies an agent runs (its ``copy_fn``);
+:func:`copy_cancelled_after` stops a copy once some extents are done, its checkpoint
+kept for a resume.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from reservoir.agent.initiator import Session, WriteData
 from reservoir.agent.transfer import CopyOptions, CopySummary, Progress
 from reservoir.agent.transfer import copy as engine_copy
 
-__all__ = ["WriteGate", "gated_copy"]
+__all__ = ["WriteGate", "copy_cancelled_after", "gated_copy"]
 
 
 class WriteGate:
@@ -78,3 +80,18 @@ def gated_copy(gates: Sequence[WriteGate]) -> CopyFn:
         return await engine_copy(source, dest, options, progress=progress)
 
     return copy
+
+
+async def copy_cancelled_after(
+    extents: int, source: str, dest: str, options: CopyOptions
+) -> CopySummary:
+    """Runs a copy and cancels it (as Ctrl-C would) once ``extents`` extents are done:
+    it raises CancelledError, and its checkpoint stays for a resume."""
+    task = asyncio.current_task()
+    assert task is not None
+
+    def progress(p: Progress) -> None:
+        if p.extents_done >= extents:
+            task.cancel()
+
+    return await engine_copy(source, dest, options, progress=progress)

@@ -39,7 +39,7 @@ from reservoir.lab.peers import (
     wait_port,
 )
 
-from .gates import WriteGate
+from .gates import WriteGate, copy_cancelled_after
 
 pytestmark = pytest.mark.integration
 
@@ -290,18 +290,8 @@ def test_resume_after_cancel(
 ) -> None:
     opts = options(tmp_path, extent_size=1 << 20)
 
-    async def interrupted() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-
-        def progress(p: Progress) -> None:
-            if p.extents_done >= 10:
-                task.cancel()
-
-        await copy(str(source), ours.url(0), opts, progress=progress)
-
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(interrupted())
+        asyncio.run(copy_cancelled_after(10, str(source), ours.url(0), opts))
     saved = json.loads((tmp_path / "ck.json").read_text())
     done, in_flight = len(saved["done"]), len(saved["in_flight"])
     assert 10 <= done < 64

@@ -41,6 +41,8 @@ from reservoir.agent.transfer import _hold as hold
 from reservoir.agent.transfer._stream import PieceHasher
 from reservoir.lab.peers import ReservoirTarget, reservoir_command
 
+from .gates import copy_cancelled_after
+
 pytestmark = pytest.mark.integration
 
 SIZE = 64 << 20
@@ -484,18 +486,8 @@ def test_a_resume_after_its_source_changed_sends_what_changed(
     differ are sent; the destination then equals the source as it is."""
     opts = options(tmp_path, extent_size=1 << 20)
 
-    async def interrupted() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-
-        def progress(p: Progress) -> None:
-            if p.extents_done >= 10:
-                task.cancel()
-
-        await copy(str(source), target.url(0), opts, progress=progress)
-
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(interrupted())
+        asyncio.run(copy_cancelled_after(10, str(source), target.url(0), opts))
     touch_every_extent(source)
     opts.resume = True
     summary = asyncio.run(copy(str(source), target.url(0), opts))

@@ -13,13 +13,14 @@ import pytest
 FORMAT = Path(__file__).resolve().parents[2] / "web" / "src" / "format.js"
 
 
-def verification(transfer: dict[str, Any]) -> str:
+def run_format(function: str, argument: dict[str, Any]) -> str:
+    """``function(argument)`` of format.js, run in node."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (make install)")
     script = f"""
-import {{ verification }} from {json.dumps(FORMAT.as_uri())};
-console.log(JSON.stringify(verification({json.dumps(transfer)})));
+import {{ {function} }} from {json.dumps(FORMAT.as_uri())};
+console.log(JSON.stringify({function}({json.dumps(argument)})));
 """
     out = subprocess.run(
         [node, "--input-type=module"], input=script, capture_output=True, text=True, check=True
@@ -40,22 +41,7 @@ console.log(JSON.stringify(verification({json.dumps(transfer)})));
 def test_the_transfer_page_says_how_a_transfer_is_verified(
     transfer: dict[str, Any], shown: str
 ) -> None:
-    assert verification(transfer) == shown
-
-
-def source_watch(summary: dict[str, Any]) -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed (make install)")
-    script = f"""
-import {{ sourceWatch }} from {json.dumps(FORMAT.as_uri())};
-console.log(JSON.stringify(sourceWatch({json.dumps(summary)})));
-"""
-    out = subprocess.run(
-        [node, "--input-type=module"], input=script, capture_output=True, text=True, check=True
-    )
-    text: str = json.loads(out.stdout)
-    return text
+    assert run_format("verification", transfer) == shown
 
 
 @pytest.mark.parametrize(
@@ -73,4 +59,4 @@ console.log(JSON.stringify(sourceWatch({json.dumps(summary)})));
 def test_a_legs_verification_says_what_watched_its_source(
     summary: dict[str, Any], shown: str
 ) -> None:
-    assert source_watch(summary) == shown
+    assert run_format("sourceWatch", summary) == shown
