@@ -25,6 +25,7 @@ export function renderVerification(box, t, name) {
     const verified = s.verified === true ? 'verified' : s.verified === false ? 'NOT verified' : l.summary ? 'not checked' : 'pending';
     const elapsed = Number(s.elapsed) || 0;
     const copied = Number(s.copied_bytes ?? l.bytes) || 0;
+    const watch = fmt.sourceWatch(s);
     return h(
       'tr',
       { dataset: { leg: l.index, verified: String(s.verified ?? '') } },
@@ -36,7 +37,7 @@ export function renderVerification(box, t, name) {
         null,
         h('span', { class: `badge verify-${s.verified === true ? 'ok' : s.verified === false ? 'bad' : 'none'}` }, verified),
         s.verification ? h('div', { class: 'hint', dataset: { verification: s.verified_by ?? '' } }, s.verification) : s.verified_by ? ` (${s.verified_by})` : '',
-        fmt.sourceWatch(s) ? h('div', { class: 'hint', dataset: { sourceWatched: s.source_watched ?? '' } }, fmt.sourceWatch(s)) : '',
+        watch ? h('div', { class: 'hint', dataset: { sourceWatched: s.source_watched ?? '' } }, watch) : '',
       ),
       h('td', { class: 'num' }, fmt.bytes(copied)),
       h('td', { class: 'num' }, elapsed ? fmt.duration(elapsed) : '–'),
