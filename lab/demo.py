@@ -185,7 +185,9 @@ def verification(t: Json) -> bool:
         ok = s.get("verified") is True
         every &= ok
         how = f": {s['verification']}" if s.get("verification") else ""
-        if s.get("source_watched"):
+        if s.get("source_rehashed"):
+            how += "; source written during the copy, then hashed again: equal to what was sent"
+        elif s.get("source_watched"):
             how += f"; source unchanged throughout (by {s['source_watched']})"
         verdict = f"verified{how}" if ok else "NOT verified"
         say(f"  leg {leg['index']}: {leg['bytes'] / MiB:.0f} MiB, {verdict}")

@@ -5,8 +5,10 @@ rename, fsync of the folder), at most every ``interval`` seconds and at the end.
 ``--resume`` loads it, refuses it when it belongs to another copy, and skips the
 extents it lists.  ``in_flight`` records the extents being sent at the last save, to
 count what a resume sends twice.  ``source_mark`` is what told the source's changes
-when the run that saved it began (:class:`ChangeMark`): a resume whose source has
-moved since takes none of the done extents on the checkpoint's word.
+when the run that saved it began (:class:`ChangeMark`), or when the done extents
+were last found equal to it: a resume whose source has moved since takes none of the
+done extents on the checkpoint's word (a local source is hashed again to sort them:
+:mod:`._source_changes`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ class Checkpoint:
         self.in_flight |= set(self.done)
         self.done.clear()
         return moved
+
+    def forget(self, extents: set[int], mark: ChangeMark) -> None:
+        """``extents`` are no longer done (the source differs from what was sent
+        there), and the rest were found equal to the source while its mark was
+        ``mark``: a resume from this mark sends ``extents`` and skips the rest."""
+        for extent_id in extents:
+            self.done.pop(extent_id, None)
+        self.source_mark = mark
 
     def record(self, extent_id: int, digest: bytes) -> None:
         self.done[extent_id] = digest

@@ -72,6 +72,11 @@ from reservoir.agent.transfer._plan import (
 )
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
+from reservoir.agent.transfer._source_changes import (
+    SourceChanges,
+    find_changes,
+    recheck_moved_source,
+)
 from reservoir.agent.transfer._stream import (
     Dispatcher,
     Settings,
@@ -320,6 +325,21 @@ async def release(source: str, dest: str | Sequence[str], options: CopyOptions) 
     return released
 
 
+def _changed_message(label: str, mark: ChangeMark, changes: SourceChanges | None, src: Side) -> str:
+    """Why a copy whose source moved is not verified, and what to do."""
+    where, resume = "", "resume to send what changed"
+    if changes is not None:
+        where, resume = f": {changes.describe()}", f"resume to send those {len(changes.changed)}"
+    elif isinstance(src, LocalSide):
+        where = ", and it was still being written while it was hashed again"
+    return (
+        f"{label} changed while it was copied ({mark.how} moved){where}; the destination "
+        f"holds each extent as it was read, not the source as it is now; copy a source "
+        f"nothing writes meanwhile (quiesced, or a snapshot), or {resume} (--no-verify "
+        f"copies it without this check)"
+    )
+
+
 def _first_mark(src: Side) -> ChangeMark | None:
     """The source's change mark before its first read (a remote one's, as probed)."""
     if isinstance(src, LocalSide):
@@ -394,6 +414,9 @@ async def _copy_from(
         remote = [d for d in dsts if isinstance(d, RemoteSide)]
         if options.by_receipts:  # a round trip where the probe could not arm them
             await asyncio.gather(*(d.arm_receipts() for d in remote))
+        changes = None
+        if isinstance(src, LocalSide):  # moved since the checkpoint: which extents
+            changes = await recheck_moved_source(src.volume, plan, checkpoint)
         run = Run(
             plan,
             src,
@@ -403,6 +426,7 @@ async def _copy_from(
             checkpoint=checkpoint,
             progress=progress,
             began=began,
+            source_changes=changes,
         )
         return await run.execute()
     finally:
@@ -554,12 +578,16 @@ class Run:
         progress: Callable[[Progress], None] | None,
         pinger: Callable[[PathSpec], Awaitable[Pinger]] | None = None,
         began: float | None = None,
+        source_changes: SourceChanges | None = None,
     ) -> None:
         self.dsts = list(dst) if isinstance(dst, Sequence) else [dst]  # one per server pair
         self.plan, self.src, self.dst, self.paths = plan, src, self.dsts[0], paths
         self.options, self.checkpoint, self.progress = options, checkpoint, progress
         self.source_mark = _first_mark(src)
         self._distrust_if_source_moved()
+        # extents an earlier run did that the source no longer matched (sent again)
+        self.changed_since = source_changes.changed if source_changes else ()
+        self.source_rehashed = False  # written during the copy, and found equal at the end
         self.previously_in_flight = set(checkpoint.in_flight)
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
         self.dispatcher = Dispatcher(Queues(plan, self.skipped), plan.streams)
@@ -620,13 +648,26 @@ class Run:
                 f"{self.src.label}: its change mark could not be read again at the end, so "
                 f"nothing shows it unchanged while it was copied; resume to check it again"
             )
-        if mark.moved(now):
-            raise SourceChangedError(
-                f"{self.src.label} changed while it was copied ({mark.how} moved): the "
-                f"destination holds each extent as it was read, not the source as it is "
-                f"now; copy a source nothing writes meanwhile (quiesced, or a snapshot), or "
-                f"resume to send what changed (--no-verify copies it without this check)"
-            )
+        if not mark.moved(now):
+            return
+        changes = await self._find_changes()
+        if changes is not None and not changes.changed:
+            self.source_rehashed = True
+            self._phase("the source, written meanwhile, hashed again: equal to what was sent")
+            return
+        raise SourceChangedError(_changed_message(self.src.label, mark, changes, self.src))
+
+    async def _find_changes(self) -> SourceChanges | None:
+        """A local source written while it was copied, hashed again: the extents that
+        differ from what was sent leave the checkpoint, so a resume sends just those.
+        None for a remote source, or one still being written."""
+        if not isinstance(self.src, LocalSide):
+            return None
+        self._phase("the source was written meanwhile: hashing it again")
+        changes = await find_changes(self.src.volume, self.plan, self.checkpoint.done)
+        if changes is not None:
+            self.checkpoint.forget(changes.ids, changes.mark)
+        return changes
 
     async def _source_mark_now(self) -> ChangeMark | None:
         """The source's mark now: a local one's own; a remote one's from its target, over
@@ -1156,6 +1197,8 @@ class Run:
             first_write=self._first_write(),
             extents=len(self.plan.extents),
             source_watched=self._source_watched(),
+            source_rehashed=self.source_rehashed,
+            changed_since_checkpoint=len(self.changed_since),
         )
 
     def _source_watched(self) -> str:

@@ -63,6 +63,12 @@ class CopySummary:
     # copy ("": not watched: a remote source whose target keeps no change mark, or a
     # copy that verified nothing)
     source_watched: str = ""
+    # the source's mark moved during the copy, and the source hashed again at the end
+    # was equal to what was sent, extent by extent (what "verified" then rests on)
+    source_rehashed: bool = False
+    # extents an earlier run did that the source, written since, no longer matched when
+    # this run began (hashed again): sent again; the rest were skipped
+    changed_since_checkpoint: int = 0
     # in flight when an earlier run stopped, and found on the destination as the
     # source has them (its digest): checked, not sent again
     found_bytes: int = 0
@@ -167,7 +173,7 @@ def format_summary(s: CopySummary) -> str:
     lines += [
         f"copied {s.copied_bytes} bytes in {s.elapsed:.2f} s ({s.rate / 1e6:.1f} MB/s); "
         f"skipped {s.skipped_bytes} bytes ({s.skipped_extents} extents) from the checkpoint"
-        f"{_found(s)}; sent twice {s.resent_bytes} bytes",
+        f"{_changed(s)}{_found(s)}; sent twice {s.resent_bytes} bytes",
         f"root hash {s.root_hash} ({verify})",
     ]
     return "\n".join(lines)
@@ -183,12 +189,26 @@ _HOLD_LINES = {
 
 
 def _source_line(s: CopySummary) -> str:
+    if s.source_rehashed:
+        return (
+            f"source written during the copy ({s.source_watched} moved), then hashed again "
+            f"at the end: every extent equal to what was sent"
+        )
     if s.source_watched:
         return f"source unchanged from before its first read to the end (by {s.source_watched})"
     return (
         "source not watched for changes (a remote LUN whose target keeps no change mark): "
         "the destination holds it as it was read; quiesce it, or copy a snapshot, for a "
         "copy of one moment"
+    )
+
+
+def _changed(s: CopySummary) -> str:
+    if not s.changed_since_checkpoint:
+        return ""
+    return (
+        f", {s.changed_since_checkpoint} more that the source was written in since (hashed "
+        f"again) sent again"
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
+import json
 import logging
 import os
 import re
@@ -39,6 +40,7 @@ from reservoir.agent.transfer import (
 from reservoir.agent.transfer import _endpoints as endpoints
 from reservoir.agent.transfer import _hold as hold
 from reservoir.agent.transfer._stream import PieceHasher
+from reservoir.agent.transfer._summary import format_summary
 from reservoir.lab.peers import ReservoirTarget, reservoir_command
 
 from .gates import copy_cancelled_after
@@ -447,10 +449,10 @@ def test_copy_release_ends_the_hold_of_a_copy_given_up(
     assert again.stdout == "this copy holds none of its destinations\n"
 
 
-def touch_every_extent(path: Path) -> None:
+def touch_every_extent(path: Path, extent: int = EXTENT) -> None:
     """One byte of each extent changed in place: whatever a copy read is stale now."""
     with open(path, "r+b") as f:
-        for offset in range(0, SIZE, EXTENT):
+        for offset in range(0, SIZE, extent):
             f.seek(offset)
             old = f.read(1)
             f.seek(offset)
@@ -482,14 +484,93 @@ def test_a_resume_after_its_source_changed_sends_what_changed(
     tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
 ) -> None:
     """The extents an earlier run did are not taken on its word once the source has
-    changed since: they are looked for on the destination again, and the ones that
-    differ are sent; the destination then equals the source as it is."""
+    changed since: the source is hashed again, and every extent that differs is sent;
+    the destination then equals the source as it is."""
     opts = options(tmp_path, extent_size=1 << 20)
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(copy_cancelled_after(10, str(source), target.url(0), opts))
-    touch_every_extent(source)
+    done = json.loads((tmp_path / "ck.json").read_text())["done"]
+    touch_every_extent(source, 1 << 20)
     opts.resume = True
     summary = asyncio.run(copy(str(source), target.url(0), opts))
     assert summary.verified and summary.skipped_extents == 0
+    assert summary.changed_since_checkpoint == len(done) >= 10
+    assert sha(lun) == sha(source)
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        old = f.read(1)
+        f.seek(offset)
+        f.write(bytes([old[0] ^ 0xFF]))
+
+
+def test_a_source_written_while_it_is_copied_names_what_differs_and_a_resume_sends_that(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    """The failing copy hashes its local source again and names the extents that differ
+    from what it sent; its checkpoint forgets just those, so the resume sends one
+    extent and skips the other 15."""
+    written: list[int] = []
+
+    def write_source(p: Progress) -> None:
+        if p.extents_done == p.extents_total and not written:
+            flip_byte(source, 5 * EXTENT + 100)  # after every extent was sent
+            written.append(p.extents_done)
+
+    opts = options(tmp_path)
+    with pytest.raises(SourceChangedError) as failed:
+        asyncio.run(copy(str(source), target.url(0), opts, progress=write_source))
+    assert written == [16]
+    message = str(failed.value)
+    assert "1 of 16 extents differ from what was sent (source bytes 20971520-25165823)" in (
+        message
+    ), message
+    assert "resume to send those 1" in message, message
+    opts.resume = True
+    summary = asyncio.run(copy(str(source), target.url(0), opts))
+    assert summary.verified and summary.skipped_extents == 15
+    assert summary.copied_bytes == EXTENT and summary.changed_since_checkpoint == 0
+    assert sha(lun) == sha(source)
+
+
+def test_a_source_touched_but_not_changed_while_it_is_copied_is_hashed_again_and_verified(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    """A write of the same bytes (or a touch) moves the mark, not the data: the source
+    hashed again at the end equals what was sent, and the copy says so."""
+
+    def rewrite_source(p: Progress) -> None:
+        if p.extents_done == 2:
+            with open(source, "r+b") as f:
+                first = f.read(4096)
+                f.seek(0)
+                f.write(first)
+
+    summary = asyncio.run(
+        copy(str(source), target.url(0), options(tmp_path), progress=rewrite_source)
+    )
+    assert summary.verified and summary.source_rehashed
+    assert "then hashed again at the end: every extent equal" in format_summary(summary)
+    assert sha(lun) == sha(source)
+
+
+def test_a_resume_after_its_source_changed_in_one_extent_sends_only_that_extent(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    """Between runs the source changed in one extent the first run did: the resume
+    hashes the local source again and sends that extent, skipping the others it did
+    (not looking them up on the destination)."""
+    opts = options(tmp_path, extent_size=1 << 20)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(copy_cancelled_after(10, str(source), target.url(0), opts))
+    done = sorted(int(i) for i in json.loads((tmp_path / "ck.json").read_text())["done"])
+    assert len(done) >= 10
+    flip_byte(source, done[3] * (1 << 20) + 7)
+    opts.resume = True
+    summary = asyncio.run(copy(str(source), target.url(0), opts))
+    assert summary.verified and summary.changed_since_checkpoint == 1
+    assert summary.skipped_extents == len(done) - 1
     assert sha(lun) == sha(source)

@@ -51,6 +51,10 @@ def test_the_transfer_page_says_how_a_transfer_is_verified(
             {"verified": True, "source_watched": "its modification and change times"},
             "source unchanged throughout (by its modification and change times)",
         ),
+        (
+            {"verified": True, "source_watched": "its write count", "source_rehashed": True},
+            "source written during the copy, then hashed again at the end: equal to what was sent",
+        ),
         ({"verified": True, "source_watched": ""}, "source not watched for changes"),
         ({"verified": True}, "source not watched for changes"),  # an agent from before
         ({"verified": False, "source_watched": "its write count"}, ""),

@@ -115,9 +115,10 @@ export function verification(t) {
 /**
  * What watched a verified leg's source while it was copied, from the leg's copy
  * summary: "" for a leg not verified (its copy claims nothing about the source).
- * @param {{ verified?: boolean, source_watched?: string }} s
+ * @param {{ verified?: boolean, source_watched?: string, source_rehashed?: boolean }} s
  */
 export function sourceWatch(s) {
   if (s.verified !== true) return '';
+  if (s.source_rehashed) return 'source written during the copy, then hashed again at the end: equal to what was sent';
   return s.source_watched ? `source unchanged throughout (by ${s.source_watched})` : 'source not watched for changes';
 }
