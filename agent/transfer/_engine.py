@@ -734,7 +734,6 @@ class Run:
             self._check_complete()
             self._phase(f"every extent written{self._checked_how()}")
             await self._end()
-            await self._check_source()
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -1050,7 +1049,8 @@ class Run:
         """The copy's end, in two round trips where one step after the other took six:
         the whole destination checked (:meth:`_verify_end`) while every destination
         flushes its cache (SYNCHRONIZE CACHE through a live stream of its pair; once
-        more after extents were sent again), then the holds released while the other
+        more after extents were sent again), the source found unchanged (or equal to
+        what was sent: :meth:`_check_source`), then the holds released while the other
         streams and the path monitor's heartbeat sessions close."""
         pairs = await self._end_workers()
         flushers = self._kept = [streams[0] for streams in pairs.values()]
@@ -1065,6 +1065,7 @@ class Run:
         if resent:
             await self._flush(flushers)
         self._phase("flushed")
+        await self._check_source()  # failing, the copy keeps its holds for its resume
         if self.telemetry is not None:
             await self.telemetry.last_sample()  # while every session is open
         idle = [w for w in self.workers.values() if w not in flushers]

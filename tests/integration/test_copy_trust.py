@@ -511,8 +511,8 @@ def test_a_source_written_while_it_is_copied_names_what_differs_and_a_resume_sen
     tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
 ) -> None:
     """The failing copy hashes its local source again and names the extents that differ
-    from what it sent; its checkpoint forgets just those, so the resume sends one
-    extent and skips the other 15."""
+    from what it sent; it keeps its destination held and its checkpoint forgets just
+    those, so the resume sends one extent and skips the other 15."""
     written: list[int] = []
 
     def write_source(p: Progress) -> None:
@@ -529,6 +529,7 @@ def test_a_source_written_while_it_is_copied_names_what_differs_and_a_resume_sen
         message
     ), message
     assert "resume to send those 1" in message, message
+    asyncio.run(assert_kept_out(target))  # held for the resume, as after any failure
     opts.resume = True
     summary = asyncio.run(copy(str(source), target.url(0), opts))
     assert summary.verified and summary.skipped_extents == 15
