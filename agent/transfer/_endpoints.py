@@ -66,10 +66,12 @@ from reservoir.agent.transfer._hold import (
     unclaim,
     writes_allowed,
 )
+from reservoir.agent.transfer._source_changes import Rehasher
 
 log = logging.getLogger("reservoir.copy")
 
 ISCSI_PORT = 3260
+REMOTE_REHASH_AT_ONCE = 32  # HASH RANGE commands in flight, to hash a source again
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
 _OURS = "hash range"  # Session.learned: whether a LUN is our target's, with HASH RANGE
 T = TypeVar("T")
@@ -807,6 +809,21 @@ async def remote_change_mark(session: Session, lun: int) -> ChangeMark | None:
     target keeps none."""
     mark = await change_mark(session, lun)
     return None if mark is None else ChangeMark(f"{mark[0]}, as its target reads them", mark[1])
+
+
+def remote_rehasher(session: Session, lun: int, block_size: int, label: str) -> Rehasher:
+    """A remote source on our target hashed again by its target (HASH RANGE), over
+    ``session``: 16 bytes an extent cross the network, not the extent."""
+
+    async def digest(offset: int, length: int) -> bytes | None:
+        if length > MAX_HASH_BYTES:
+            return None
+        return await hash_range(session, lun, offset // block_size, length // block_size)
+
+    async def mark() -> ChangeMark | None:
+        return await remote_change_mark(session, lun)
+
+    return Rehasher(label, mark, digest, REMOTE_REHASH_AT_ONCE)
 
 
 def source_session(channel: Channel) -> tuple[Session, int] | None:

@@ -51,6 +51,7 @@ from reservoir.agent.transfer._endpoints import (
     parse_location,
     parse_path,
     remote_change_mark,
+    remote_rehasher,
     resolve_binds,
     source_session,
 )
@@ -73,8 +74,10 @@ from reservoir.agent.transfer._plan import (
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
 from reservoir.agent.transfer._source_changes import (
+    Rehasher,
     SourceChanges,
     find_changes,
+    local_rehasher,
     recheck_moved_source,
 )
 from reservoir.agent.transfer._stream import (
@@ -325,13 +328,16 @@ async def release(source: str, dest: str | Sequence[str], options: CopyOptions) 
     return released
 
 
-def _changed_message(label: str, mark: ChangeMark, changes: SourceChanges | None, src: Side) -> str:
-    """Why a copy whose source moved is not verified, and what to do."""
+def _changed_message(
+    label: str, mark: ChangeMark, changes: SourceChanges | None, tried: bool
+) -> str:
+    """Why a copy whose source moved is not verified, and what to do (``tried``: the
+    source was hashed again, and ``changes`` is what that found, if anything)."""
     where, resume = "", "resume to send what changed"
     if changes is not None:
         where, resume = f": {changes.describe()}", f"resume to send those {len(changes.changed)}"
-    elif isinstance(src, LocalSide):
-        where = ", and it was still being written while it was hashed again"
+    elif tried:
+        where = ", and it could not be hashed again unchanged (still being written?)"
     return (
         f"{label} changed while it was copied ({mark.how} moved){where}; the destination "
         f"holds each extent as it was read, not the source as it is now; copy a source "
@@ -650,21 +656,39 @@ class Run:
             )
         if not mark.moved(now):
             return
-        changes = await self._find_changes()
+        source = self._rehasher()
+        changes = None if source is None else await self._find_changes(source)
         if changes is not None and not changes.changed:
             self.source_rehashed = True
             self._phase("the source, written meanwhile, hashed again: equal to what was sent")
             return
-        raise SourceChangedError(_changed_message(self.src.label, mark, changes, self.src))
+        tried = source is not None
+        raise SourceChangedError(_changed_message(self.src.label, mark, changes, tried))
 
-    async def _find_changes(self) -> SourceChanges | None:
-        """A local source written while it was copied, hashed again: the extents that
-        differ from what was sent leave the checkpoint, so a resume sends just those.
-        None for a remote source, or one still being written."""
-        if not isinstance(self.src, LocalSide):
+    def _rehasher(self) -> Rehasher | None:
+        """How the source can be hashed again: a local one read, a remote one on our
+        target asked to hash its extents over a session kept open (the end keeps one
+        per server pair); None for a remote one whose target cannot."""
+        if isinstance(self.src, LocalSide):
+            return local_rehasher(self.src.volume)
+        if not (isinstance(self.src, RemoteSide) and self.src.hashes):
             return None
+        for worker in self._kept:
+            found = source_session(worker.source)
+            if found is not None:
+                return remote_rehasher(*found, self.src.block_size, self.src.label)
+        return None
+
+    async def _find_changes(self, source: Rehasher) -> SourceChanges | None:
+        """The source written while it was copied, hashed again: the extents that
+        differ from what was sent leave the checkpoint, so a resume sends just those.
+        None where it cannot tell (written meanwhile again, or unreadable)."""
         self._phase("the source was written meanwhile: hashing it again")
-        changes = await find_changes(self.src.volume, self.plan, self.checkpoint.done)
+        try:
+            changes = await find_changes(source, self.plan, self.checkpoint.done)
+        except (InitiatorError, StorageError, OSError, TimeoutError) as exc:
+            log.warning("%s could not be hashed again: %s", self.src.label, exc)
+            return None
         if changes is not None:
             self.checkpoint.forget(changes.ids, changes.mark)
         return changes

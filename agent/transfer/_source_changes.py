@@ -3,10 +3,11 @@
 A copy whose source's change mark moved (:mod:`reservoir.agent.storage._changes`)
 cannot say "equal to the source" on the mark's word, and a resume cannot skip the
 extents an earlier run did on the checkpoint's. A mark says *whether* the source was
-written, not *where*; a local source can say where at the cost of one more read of
-it, which is cheap next to the network the copy crossed: every extent done is hashed
-again from the source as it is now and compared with the digest taken when it was
-read (the checkpoint's).
+written, not *where*. The source can say where, at the cost of hashing it again, which
+is cheap next to the network the copy crossed: every extent done is hashed again as
+the source is now and compared with the digest taken when it was read (the
+checkpoint's). A local source is read again (:func:`local_rehasher`); a remote one on
+our target hashes its own extents (HASH RANGE), and no data crosses the network.
 
 :func:`find_changes` does that, and takes the source's mark before and after, so its
 answer holds only for a source that nothing wrote meanwhile (None where something
@@ -15,9 +16,9 @@ did: the source is still being written). The copy uses it twice:
 - at its end, where the mark moved: if no extent differs, the destination equals the
   source as it now is, and the copy is verified (a touch, or a write of the same
   bytes); if some do, it fails naming them, and its checkpoint forgets just those;
-- at a resume whose source moved since the checkpoint was saved: the extents that
-  still match are skipped, the ones that differ are sent (neither is looked for on
-  the destination).
+- at a resume whose local source moved since the checkpoint was saved: the extents
+  that still match are skipped, the ones that differ are sent (neither is looked for
+  on the destination).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import xxhash
@@ -36,9 +37,35 @@ from reservoir.agent.transfer._plan import Extent, Plan
 
 log = logging.getLogger("reservoir.copy")
 
-WORKERS = 4  # extents hashed at once (each in a worker thread of the storage engine)
+LOCAL_AT_ONCE = 4  # extents hashed at once (each in a worker thread of the storage engine)
 PROGRESS_S = 5.0  # how often a long pass says how far it is
 SHOWN_RANGES = 4  # byte ranges a message names; the rest are counted
+
+
+@dataclass(frozen=True, slots=True)
+class Rehasher:
+    """How a source is hashed again: its ``label``, its change mark now (None: none
+    could be read), the digest of a byte range as it is now (None: it cannot hash that
+    range), and how many ranges to hash at once."""
+
+    label: str
+    mark: Callable[[], Awaitable[ChangeMark | None]]
+    digest: Callable[[int, int], Awaitable[bytes | None]]
+    at_once: int
+
+
+def local_rehasher(volume: Volume) -> Rehasher:
+    """A local volume read again, each range in a worker thread."""
+
+    async def mark() -> ChangeMark:
+        return volume.change_mark()
+
+    async def digest(offset: int, length: int) -> bytes:
+        hasher = xxhash.xxh3_128()
+        await volume.hash_range(offset, length, hasher)
+        return hasher.digest()
+
+    return Rehasher(str(volume.path), mark, digest, LOCAL_AT_ONCE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,26 +108,40 @@ def merged_ranges(extents: Sequence[Extent]) -> list[tuple[int, int]]:
     return ranges
 
 
+class _CannotHashError(Exception):
+    """The source cannot be hashed again: a range it will not hash, or no mark."""
+
+
 async def find_changes(
-    volume: Volume, plan: Plan, done: Mapping[int, bytes]
+    source: Rehasher, plan: Plan, done: Mapping[int, bytes]
 ) -> SourceChanges | None:
-    """Hashes every extent of ``done`` (extent id -> digest when it was read) from
-    ``volume`` again; None where the volume's mark moved meanwhile."""
-    before = volume.change_mark()
+    """Hashes every extent of ``done`` (extent id -> digest when it was read) as the
+    source is now; None where its mark moved meanwhile, or it cannot tell."""
+    before = await source.mark()
+    if before is None:
+        return None
     ids = sorted(i for i in done if i < len(plan.extents))
     pending = iter(ids)
     changed: list[Extent] = []
-    pace = _Pace(len(ids), volume)
+    pace = _Pace(len(ids), source.label)
 
     async def worker() -> None:
         for extent_id in pending:
             extent = plan.extent(extent_id)
-            if await _digest(volume, extent) != done[extent_id]:
+            now = await source.digest(extent.offset, extent.length)
+            if now is None:
+                raise _CannotHashError(f"{source.label} cannot hash {extent.length} bytes at once")
+            if now != done[extent_id]:
                 changed.append(extent)
             pace.one_more()
 
-    await asyncio.gather(*(worker() for _ in range(min(WORKERS, len(ids)) or 1)))
-    if before.moved(volume.change_mark()):
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(source.at_once, len(ids)) or 1)))
+    except _CannotHashError as exc:
+        log.warning("%s", exc)
+        return None
+    after = await source.mark()
+    if after is None or before.moved(after):
         return None
     return SourceChanges(tuple(sorted(changed, key=lambda e: e.id)), len(ids), before)
 
@@ -122,7 +163,7 @@ async def recheck_moved_source(
         earlier.how,
         len(checkpoint.done),
     )
-    changes = await find_changes(volume, plan, checkpoint.done)
+    changes = await find_changes(local_rehasher(volume), plan, checkpoint.done)
     if changes is None:
         log.warning("%s was written while it was hashed again", volume.path)
         return None
@@ -131,21 +172,15 @@ async def recheck_moved_source(
     return changes
 
 
-async def _digest(volume: Volume, extent: Extent) -> bytes:
-    hasher = xxhash.xxh3_128()
-    await volume.hash_range(extent.offset, extent.length, hasher)
-    return hasher.digest()
-
-
 class _Pace:
     """Logs how far a long pass is, every :data:`PROGRESS_S` seconds."""
 
-    def __init__(self, total: int, volume: Volume) -> None:
-        self.total, self.volume, self.count = total, volume, 0
+    def __init__(self, total: int, label: str) -> None:
+        self.total, self.label, self.count = total, label, 0
         self.next = time.monotonic() + PROGRESS_S
 
     def one_more(self) -> None:
         self.count += 1
         if time.monotonic() >= self.next:
             self.next += PROGRESS_S
-            log.info("%s: %d of %d extents hashed again", self.volume.path, self.count, self.total)
+            log.info("%s: %d of %d extents hashed again", self.label, self.count, self.total)

@@ -261,6 +261,36 @@ def test_a_remote_source_written_behind_its_target_fails_saying_so(
     assert written and "as its target reads them" in str(failed.value)
 
 
+def test_a_remote_source_written_behind_its_target_is_hashed_by_it_and_a_resume_sends_what_differs(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    """Our target hashes the source LUN again where its mark moved (HASH RANGE, no data
+    read back): the copy names the one extent that differs, and a resume sends it
+    alone."""
+    lun.write_bytes(source.read_bytes())
+    out = tmp_path / "out.img"
+    written: list[int] = []
+
+    def write_lun(p: Progress) -> None:
+        if p.extents_done == p.extents_total and not written:
+            with open(lun, "r+b") as f:
+                f.seek(9 * EXTENT + 5)
+                f.write(b"changed behind the target")
+            written.append(1)
+
+    opts = options(tmp_path)
+    with pytest.raises(SourceChangedError) as failed:
+        asyncio.run(copy(ours.url(0), str(out), opts, progress=write_lun))
+    assert written
+    assert "1 of 16 extents differ from what was sent (source bytes 37748736-41943039)" in (
+        str(failed.value)
+    ), failed.value
+    opts.resume = True
+    summary = asyncio.run(copy(ours.url(0), str(out), opts))
+    assert summary.verified and summary.skipped_extents == 15 and summary.copied_bytes == EXTENT
+    assert sha(out) == sha(lun)
+
+
 def test_a_remote_source_on_tgt_is_said_not_to_be_watched(
     tmp_path: Path, source: Path, tgt: Tgtd
 ) -> None:

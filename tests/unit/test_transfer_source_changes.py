@@ -14,8 +14,10 @@ from reservoir.agent.storage import ChangeMark, Volume, open_volume
 from reservoir.agent.transfer._checkpoint import Checkpoint, CopyKey
 from reservoir.agent.transfer._plan import Extent, Plan, ServerPair, make_plan
 from reservoir.agent.transfer._source_changes import (
+    Rehasher,
     SourceChanges,
     find_changes,
+    local_rehasher,
     merged_ranges,
     recheck_moved_source,
 )
@@ -51,7 +53,7 @@ def flip(path: Path, offset: int) -> None:
 async def changes_in(path: Path, done: dict[int, bytes]) -> SourceChanges | None:
     volume = await open_volume(path, read_only=True)
     try:
-        return await find_changes(volume, plan_of(), done)
+        return await find_changes(local_rehasher(volume), plan_of(), done)
     finally:
         volume.close()
 
@@ -82,6 +84,20 @@ def test_a_source_written_while_it_is_hashed_again_gives_no_answer(
     marks = iter([ChangeMark("times", "1"), ChangeMark("times", "2")])
     monkeypatch.setattr(Volume, "change_mark", lambda self: next(marks))
     assert asyncio.run(changes_in(source, done)) is None
+
+
+def test_a_source_that_cannot_hash_an_extent_gives_no_answer(source: Path) -> None:
+    """A remote source whose target refuses the extent's size cannot say it is equal."""
+    done = digests_of(source, plan_of())
+
+    async def mark() -> ChangeMark:
+        return ChangeMark("times", "same")
+
+    async def digest(offset: int, length: int) -> bytes | None:
+        return None if offset == 7 * EXTENT else done[offset // EXTENT]
+
+    refusing = Rehasher("remote", mark, digest, 8)
+    assert asyncio.run(find_changes(refusing, plan_of(), done)) is None
 
 
 def test_adjacent_extents_are_named_as_one_range_and_long_lists_are_counted() -> None:
