@@ -439,6 +439,12 @@ class RemoteSide:
         policy = RecoveryPolicy(attempts=1, first_delay=0.0)
         return await self._open(path, policy, timeout, pooled=False)
 
+    async def asking_session(self) -> Session:
+        """A session of the side's own, over no path, to ask its target more than the
+        probe did (a moved source's extents hashed again at a resume); :meth:`retire`
+        it after."""
+        return await self._open(None)
+
     async def retire(self, session: Session, *, reusable: bool = True) -> None:
         """A session the copy is done with: kept to be given back to the pool when the
         side closes (:meth:`close`), or logged out now (no pool, not reusable)."""

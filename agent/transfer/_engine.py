@@ -328,6 +328,31 @@ async def release(source: str, dest: str | Sequence[str], options: CopyOptions) 
     return released
 
 
+async def _recheck_moved(src: Side, plan: Plan, checkpoint: ck.Checkpoint) -> SourceChanges | None:
+    """A resume whose source moved since its checkpoint was saved, hashed again to
+    sort the done extents (see recheck_moved_source): a local source read, a remote
+    one on our target asked over a session of its own. None where it did not move or
+    cannot tell: the done extents are then looked for on the destination again."""
+    session = None
+    try:
+        if isinstance(src, LocalSide):
+            return await recheck_moved_source(local_rehasher(src.volume), plan, checkpoint)
+        earlier = checkpoint.source_mark
+        if not isinstance(src, RemoteSide) or not src.hashes or src.mark is None:
+            return None
+        if earlier is None or not earlier.moved(src.mark):
+            return None
+        session = await src.asking_session()
+        source = remote_rehasher(session, src.where.lun, src.block_size, src.label)
+        return await recheck_moved_source(source, plan, checkpoint)
+    except (InitiatorError, StorageError, OSError, TimeoutError) as exc:
+        log.warning("%s could not be hashed again: %s", src.label, exc)
+        return None
+    finally:
+        if session is not None and isinstance(src, RemoteSide):
+            await src.retire(session)
+
+
 def _changed_message(
     label: str, mark: ChangeMark, changes: SourceChanges | None, tried: bool
 ) -> str:
@@ -420,9 +445,7 @@ async def _copy_from(
         remote = [d for d in dsts if isinstance(d, RemoteSide)]
         if options.by_receipts:  # a round trip where the probe could not arm them
             await asyncio.gather(*(d.arm_receipts() for d in remote))
-        changes = None
-        if isinstance(src, LocalSide):  # moved since the checkpoint: which extents
-            changes = await recheck_moved_source(src.volume, plan, checkpoint)
+        changes = await _recheck_moved(src, plan, checkpoint)
         run = Run(
             plan,
             src,

@@ -16,9 +16,9 @@ did: the source is still being written). The copy uses it twice:
 - at its end, where the mark moved: if no extent differs, the destination equals the
   source as it now is, and the copy is verified (a touch, or a write of the same
   bytes); if some do, it fails naming them, and its checkpoint forgets just those;
-- at a resume whose local source moved since the checkpoint was saved: the extents
-  that still match are skipped, the ones that differ are sent (neither is looked for
-  on the destination).
+- at a resume whose source moved since the checkpoint was saved: the extents that
+  still match are skipped, the ones that differ are sent (neither is looked for on
+  the destination).
 """
 
 from __future__ import annotations
@@ -108,10 +108,6 @@ def merged_ranges(extents: Sequence[Extent]) -> list[tuple[int, int]]:
     return ranges
 
 
-class _CannotHashError(Exception):
-    """The source cannot be hashed again: a range it will not hash, or no mark."""
-
-
 async def find_changes(
     source: Rehasher, plan: Plan, done: Mapping[int, bytes]
 ) -> SourceChanges | None:
@@ -123,22 +119,23 @@ async def find_changes(
     ids = sorted(i for i in done if i < len(plan.extents))
     pending = iter(ids)
     changed: list[Extent] = []
+    refused: list[Extent] = []  # an extent the source would not hash: it cannot tell
     pace = _Pace(len(ids), source.label)
 
     async def worker() -> None:
         for extent_id in pending:
             extent = plan.extent(extent_id)
-            now = await source.digest(extent.offset, extent.length)
+            now = None if refused else await source.digest(extent.offset, extent.length)
             if now is None:
-                raise _CannotHashError(f"{source.label} cannot hash {extent.length} bytes at once")
+                refused.append(extent)
+                return
             if now != done[extent_id]:
                 changed.append(extent)
             pace.one_more()
 
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(source.at_once, len(ids)) or 1)))
-    except _CannotHashError as exc:
-        log.warning("%s", exc)
+    await asyncio.gather(*(worker() for _ in range(min(source.at_once, len(ids)) or 1)))
+    if refused:
+        log.warning("%s cannot hash %d bytes at once", source.label, refused[0].length)
         return None
     after = await source.mark()
     if after is None or before.moved(after):
@@ -147,28 +144,31 @@ async def find_changes(
 
 
 async def recheck_moved_source(
-    volume: Volume, plan: Plan, checkpoint: Checkpoint
+    source: Rehasher, plan: Plan, checkpoint: Checkpoint
 ) -> SourceChanges | None:
-    """A resume whose local source moved since its checkpoint was saved: the done
-    extents that differ from the source now are dropped from the checkpoint, which
-    then keeps the source's mark as it was while they were hashed. None where the
-    source did not move, or moved while it was hashed (the copy then takes none of
+    """A resume whose source moved since its checkpoint was saved: the done extents
+    that differ from the source now are dropped from the checkpoint, which then keeps
+    the source's mark as it was while they were hashed. None where the source did not
+    move, or moved while it was hashed, or cannot tell (the copy then takes none of
     the done extents on the checkpoint's word: see :meth:`Checkpoint.watch_source`)."""
     earlier = checkpoint.source_mark
-    if earlier is None or not checkpoint.done or not earlier.moved(volume.change_mark()):
+    if earlier is None or not checkpoint.done:
+        return None
+    now = await source.mark()
+    if now is None or not earlier.moved(now):
         return None
     log.warning(
         "%s changed since the checkpoint was saved (%s moved): hashing its %d done extents again",
-        volume.path,
+        source.label,
         earlier.how,
         len(checkpoint.done),
     )
-    changes = await find_changes(local_rehasher(volume), plan, checkpoint.done)
+    changes = await find_changes(source, plan, checkpoint.done)
     if changes is None:
-        log.warning("%s was written while it was hashed again", volume.path)
+        log.warning("%s could not be hashed again unchanged", source.label)
         return None
     checkpoint.forget(changes.ids, changes.mark)
-    log.warning("%s: %s; those are sent again", volume.path, changes.describe())
+    log.warning("%s: %s; those are sent again", source.label, changes.describe())
     return changes
 
 

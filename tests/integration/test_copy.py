@@ -291,6 +291,29 @@ def test_a_remote_source_written_behind_its_target_is_hashed_by_it_and_a_resume_
     assert sha(out) == sha(lun)
 
 
+def test_a_resume_after_its_remote_source_changed_asks_its_target_which_extents_differ(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    """The source LUN changed in one extent the first run did, between runs: the resume
+    has our target hash the done extents again (HASH RANGE over a session of its own),
+    skips the ones that match and sends the one that differs."""
+    lun.write_bytes(source.read_bytes())
+    out = tmp_path / "out.img"
+    opts = options(tmp_path, extent_size=1 << 20)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(copy_cancelled_after(10, ours.url(0), str(out), opts))
+    done = sorted(int(i) for i in json.loads((tmp_path / "ck.json").read_text())["done"])
+    assert len(done) >= 10
+    with open(lun, "r+b") as f:
+        f.seek(done[4] * (1 << 20) + 99)
+        f.write(b"changed between runs")
+    opts.resume = True
+    summary = asyncio.run(copy(ours.url(0), str(out), opts))
+    assert summary.verified and summary.changed_since_checkpoint == 1
+    assert summary.skipped_extents == len(done) - 1
+    assert sha(out) == sha(lun)
+
+
 def test_a_remote_source_on_tgt_is_said_not_to_be_watched(
     tmp_path: Path, source: Path, tgt: Tgtd
 ) -> None:

@@ -118,7 +118,7 @@ def checkpoint_of(tmp_path: Path, source: Path, mark: ChangeMark) -> Checkpoint:
 async def recheck(path: Path, checkpoint: Checkpoint) -> SourceChanges | None:
     volume = await open_volume(path, read_only=True)
     try:
-        return await recheck_moved_source(volume, plan_of(), checkpoint)
+        return await recheck_moved_source(local_rehasher(volume), plan_of(), checkpoint)
     finally:
         volume.close()
 
