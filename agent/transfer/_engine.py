@@ -360,7 +360,7 @@ def _changed_message(
     source was hashed again, and ``changes`` is what that found, if anything)."""
     where, resume = "", "resume to send what changed"
     if changes is not None:
-        where, resume = f": {changes.describe()}", f"resume to send those {len(changes.changed)}"
+        where, resume = f": {changes.describe()}", "resume to send just those"
     elif tried:
         where = ", and it could not be hashed again unchanged (still being written?)"
     return (
