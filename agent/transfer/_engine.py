@@ -29,7 +29,7 @@ from reservoir.agent.iscsi.chap import ChapError
 from reservoir.agent.iscsi.pdu import SpanError
 from reservoir.agent.iscsi.text import TextError
 from reservoir.agent.paths.health import HealthConfig
-from reservoir.agent.storage import ChangeMark, StorageError
+from reservoir.agent.storage import StorageError
 from reservoir.agent.telemetry import DEFAULT_INTERVAL, tcp_info
 from reservoir.agent.transfer import _checkpoint as ck
 from reservoir.agent.transfer import _end_check as end_check
@@ -38,7 +38,6 @@ from reservoir.agent.transfer._endpoints import (
     Channel,
     CountingChannel,
     EndpointError,
-    LocalSide,
     Login,
     PathSpec,
     RemoteChannel,
@@ -50,12 +49,9 @@ from reservoir.agent.transfer._endpoints import (
     open_source,
     parse_location,
     parse_path,
-    remote_change_mark,
-    remote_rehasher,
     resolve_binds,
-    source_session,
 )
-from reservoir.agent.transfer._errors import CopyError, SourceChangedError
+from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._hold import (
     REGISTERED,
     RESERVED,
@@ -73,13 +69,8 @@ from reservoir.agent.transfer._plan import (
 )
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
-from reservoir.agent.transfer._source_changes import (
-    Rehasher,
-    SourceChanges,
-    find_changes,
-    local_rehasher,
-    recheck_moved_source,
-)
+from reservoir.agent.transfer._source_changes import SourceChanges
+from reservoir.agent.transfer._source_watch import SourceWatch, recheck_moved
 from reservoir.agent.transfer._stream import (
     Dispatcher,
     Settings,
@@ -328,56 +319,6 @@ async def release(source: str, dest: str | Sequence[str], options: CopyOptions) 
     return released
 
 
-async def _recheck_moved(src: Side, plan: Plan, checkpoint: ck.Checkpoint) -> SourceChanges | None:
-    """A resume whose source moved since its checkpoint was saved, hashed again to
-    sort the done extents (see recheck_moved_source): a local source read, a remote
-    one on our target asked over a session of its own. None where it did not move or
-    cannot tell: the done extents are then looked for on the destination again."""
-    session = None
-    try:
-        if isinstance(src, LocalSide):
-            return await recheck_moved_source(local_rehasher(src.volume), plan, checkpoint)
-        earlier = checkpoint.source_mark
-        if not isinstance(src, RemoteSide) or not src.hashes or src.mark is None:
-            return None
-        if earlier is None or not earlier.moved(src.mark):
-            return None
-        session = await src.asking_session()
-        source = remote_rehasher(session, src.where.lun, src.block_size, src.label)
-        return await recheck_moved_source(source, plan, checkpoint)
-    except (InitiatorError, StorageError, OSError, TimeoutError) as exc:
-        log.warning("%s could not be hashed again: %s", src.label, exc)
-        return None
-    finally:
-        if session is not None and isinstance(src, RemoteSide):
-            await src.retire(session)
-
-
-def _changed_message(
-    label: str, mark: ChangeMark, changes: SourceChanges | None, tried: bool
-) -> str:
-    """Why a copy whose source moved is not verified, and what to do (``tried``: the
-    source was hashed again, and ``changes`` is what that found, if anything)."""
-    where, resume = "", "resume to send what changed"
-    if changes is not None:
-        where, resume = f": {changes.describe()}", "resume to send just those"
-    elif tried:
-        where = ", and it could not be hashed again unchanged (still being written?)"
-    return (
-        f"{label} changed while it was copied ({mark.how} moved){where}; the destination "
-        f"holds each extent as it was read, not the source as it is now; copy a source "
-        f"nothing writes meanwhile (quiesced, or a snapshot), or {resume} (--no-verify "
-        f"copies it without this check)"
-    )
-
-
-def _first_mark(src: Side) -> ChangeMark | None:
-    """The source's change mark before its first read (a remote one's, as probed)."""
-    if isinstance(src, LocalSide):
-        return src.change_mark()
-    return src.mark if isinstance(src, RemoteSide) else None
-
-
 async def _close_quietly(channel: Channel) -> None:
     with contextlib.suppress(InitiatorError, OSError, TimeoutError):
         await channel.close()
@@ -445,7 +386,7 @@ async def _copy_from(
         remote = [d for d in dsts if isinstance(d, RemoteSide)]
         if options.by_receipts:  # a round trip where the probe could not arm them
             await asyncio.gather(*(d.arm_receipts() for d in remote))
-        changes = await _recheck_moved(src, plan, checkpoint)
+        changes = await recheck_moved(src, plan, checkpoint)
         run = Run(
             plan,
             src,
@@ -612,11 +553,14 @@ class Run:
         self.dsts = list(dst) if isinstance(dst, Sequence) else [dst]  # one per server pair
         self.plan, self.src, self.dst, self.paths = plan, src, self.dsts[0], paths
         self.options, self.checkpoint, self.progress = options, checkpoint, progress
-        self.source_mark = _first_mark(src)
-        self._distrust_if_source_moved()
-        # extents an earlier run did that the source no longer matched (sent again)
-        self.changed_since = source_changes.changed if source_changes else ()
-        self.source_rehashed = False  # written during the copy, and found equal at the end
+        self.watch = SourceWatch(
+            src,
+            plan,
+            checkpoint,
+            verify=options.verify,
+            changes_since=source_changes,
+            phase=self._phase,
+        )
         self.previously_in_flight = set(checkpoint.in_flight)
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
         self.dispatcher = Dispatcher(Queues(plan, self.skipped), plan.streams)
@@ -648,85 +592,6 @@ class Run:
             self.monitor = PathMonitor(
                 list(specs), self, lambda label: opener(specs[label]), config=options.health
             )
-
-    def _distrust_if_source_moved(self) -> None:
-        """A resumed copy whose source was written since the run that saved the
-        checkpoint: the extents that run did go back in flight (see Checkpoint)."""
-        moved = self.checkpoint.watch_source(self.source_mark)
-        if moved:
-            log.warning(
-                "copy to %s: %s changed since the checkpoint was saved (%s moved): its %d "
-                "done extents are checked against the destination again",
-                self.checkpoint.key.dest,
-                self.src.label,
-                self.source_mark.how if self.source_mark else "",
-                moved,
-            )
-
-    async def _check_source(self) -> None:
-        """SourceChangedError where the source was written while it was copied (or a
-        remote source's mark can no longer be read): the destination then holds each
-        extent as it was read, which "verified, equal to the source" would misstate. A
-        copy that verifies nothing claims nothing."""
-        mark = self.source_mark
-        if mark is None or not self.options.verify:
-            return
-        now = await self._source_mark_now()
-        if now is None:
-            raise SourceChangedError(
-                f"{self.src.label}: its change mark could not be read again at the end, so "
-                f"nothing shows it unchanged while it was copied; resume to check it again"
-            )
-        if not mark.moved(now):
-            return
-        source = self._rehasher()
-        changes = None if source is None else await self._find_changes(source)
-        if changes is not None and not changes.changed:
-            self.source_rehashed = True
-            self._phase("the source, written meanwhile, hashed again: equal to what was sent")
-            return
-        tried = source is not None
-        raise SourceChangedError(_changed_message(self.src.label, mark, changes, tried))
-
-    def _rehasher(self) -> Rehasher | None:
-        """How the source can be hashed again: a local one read, a remote one on our
-        target asked to hash its extents over a session kept open (the end keeps one
-        per server pair); None for a remote one whose target cannot."""
-        if isinstance(self.src, LocalSide):
-            return local_rehasher(self.src.volume)
-        if not (isinstance(self.src, RemoteSide) and self.src.hashes):
-            return None
-        for worker in self._kept:
-            found = source_session(worker.source)
-            if found is not None:
-                return remote_rehasher(*found, self.src.block_size, self.src.label)
-        return None
-
-    async def _find_changes(self, source: Rehasher) -> SourceChanges | None:
-        """The source written while it was copied, hashed again: the extents that
-        differ from what was sent leave the checkpoint, so a resume sends just those.
-        None where it cannot tell (written meanwhile again, or unreadable)."""
-        self._phase("the source was written meanwhile: hashing it again")
-        try:
-            changes = await find_changes(source, self.plan, self.checkpoint.done)
-        except (InitiatorError, StorageError, OSError, TimeoutError) as exc:
-            log.warning("%s could not be hashed again: %s", self.src.label, exc)
-            return None
-        if changes is not None:
-            self.checkpoint.forget(changes.ids, changes.mark)
-        return changes
-
-    async def _source_mark_now(self) -> ChangeMark | None:
-        """The source's mark now: a local one's own; a remote one's from its target, over
-        a stream's session still open (the end keeps one per server pair); None where
-        none is."""
-        if isinstance(self.src, LocalSide):
-            return self.src.change_mark()
-        for worker in self._kept:
-            found = source_session(worker.source)
-            if found is not None:
-                return await remote_change_mark(*found)
-        return None
 
     def _remote_pinger(self) -> Callable[[PathSpec], Awaitable[Pinger]] | None:
         side = self.dst if self._dst_remote() else self.src
@@ -1097,7 +962,7 @@ class Run:
         the whole destination checked (:meth:`_verify_end`) while every destination
         flushes its cache (SYNCHRONIZE CACHE through a live stream of its pair; once
         more after extents were sent again), the source found unchanged (or equal to
-        what was sent: :meth:`_check_source`), then the holds released while the other
+        what was sent: SourceWatch.check), then the holds released while the other
         streams and the path monitor's heartbeat sessions close."""
         pairs = await self._end_workers()
         flushers = self._kept = [streams[0] for streams in pairs.values()]
@@ -1112,7 +977,8 @@ class Run:
         if resent:
             await self._flush(flushers)
         self._phase("flushed")
-        await self._check_source()  # failing, the copy keeps its holds for its resume
+        # failing, the copy keeps its holds for its resume
+        await self.watch.check([w.source for w in self._kept])
         if self.telemetry is not None:
             await self.telemetry.last_sample()  # while every session is open
         idle = [w for w in self.workers.values() if w not in flushers]
@@ -1244,15 +1110,10 @@ class Run:
             jump_started=len(caps.jumped) if (caps := self.options.stream_caps) else 0,
             first_write=self._first_write(),
             extents=len(self.plan.extents),
-            source_watched=self._source_watched(),
-            source_rehashed=self.source_rehashed,
-            changed_since_checkpoint=len(self.changed_since),
+            source_watched=self.watch.watched(self.end_checked),
+            source_rehashed=self.watch.rehashed,
+            changed_since_checkpoint=len(self.watch.changed_since),
         )
-
-    def _source_watched(self) -> str:
-        """What showed the source unchanged from before its first read to the end."""
-        mark = self.source_mark
-        return mark.how if mark is not None and self.options.verify and self.end_checked else ""
 
     def _hold_kind(self) -> str:
         """How the destinations were held: the weakest hold of any of them."""

@@ -11,7 +11,7 @@ below it (the initiator's, the protocol's, the storage engine's) into one, once,
      +-- CheckpointError     a checkpoint that cannot be read or does not fit (_checkpoint.py)
      +-- HoldError           a volume another copy holds (_hold.py)
      +-- VerifyError         an extent that did not verify after its retries (_stream.py)
-     +-- SourceChangedError  a source written while it was copied (_engine.py)
+     +-- SourceChangedError  a source written while it was copied (_source_watch.py)
 """
 
 from __future__ import annotations
