@@ -182,7 +182,10 @@ def changed_message(
     if changes is not None:
         where, resume = f": {changes.describe()}", "resume to send just those"
     elif tried:
-        where = ", and it could not be hashed again unchanged (still being written?)"
+        where = (
+            ", and it could not be hashed again while unchanged (still being written, or "
+            "unreadable: see the log)"
+        )
     return (
         f"{label} changed while it was copied ({mark.how} moved){where}; the destination "
         f"holds each extent as it was read, not the source as it is now; copy a source "
