@@ -8,26 +8,30 @@ again at the end says whether that happened:
 - a regular file: its inode, size, and modification and change times (fstat). Every
   write moves them, through any descriptor or mapping, O_DIRECT included; a change
   right after a stat gets a time of its own (the kernel's fine-grained timestamps);
-- a block device: the writes it completed and the sectors written
-  (``/sys/dev/block/MAJ:MIN/stat``), which count every write that reached the device,
+- a block device: the sectors written to it (``/sys/dev/block/MAJ:MIN/stat``; not
+  its count of writes, which a flush with no data moves too), which count every
+  write that reached the device,
   by any process or file system (a whole disk counts its partitions' writes too), and
-  the times of its device node, which a write through the node moves at once (a
-  buffered write reaches the counters only when its pages are written back); a loop
-  device's backing file is watched as a file besides, since writes to the file do not
-  go through the device.
+  the times of its device node, which a write through the node moves at once. A
+  buffered write reaches the counters only when its pages are written back, so the
+  device's dirty pages are written back first (fsync: every node of a device shares
+  its page cache, so that counts the writes made through another node, whose times
+  are not ours); a loop device's backing file is watched as a file besides, since
+  writes to the file do not go through the device.
 
 Marks are compared, never interpreted: equal marks mean no change was seen.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 SYS_DEV_BLOCK = Path("/sys/dev/block")
-_WRITES, _SECTORS_WRITTEN = 4, 6  # fields of a block device's stat file
+_SECTORS_WRITTEN = 6  # a field of a block device's stat file
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +50,19 @@ def change_mark(fd: int, sys_block: Path = SYS_DEV_BLOCK) -> ChangeMark:
     """The mark of the file or block device open at ``fd``."""
     st = os.fstat(fd)
     if stat.S_ISBLK(st.st_mode):
+        _write_back(fd)
         return _device_mark(st, sys_block)
     return ChangeMark("its modification and change times", _file_state(st))
+
+
+def _write_back(fd: int) -> None:
+    """Writes the device's dirty pages back, so its counters count them (EINVAL: a
+    descriptor that cannot be synced, which has none)."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
 
 
 def _file_state(st: os.stat_result) -> str:
@@ -61,10 +76,10 @@ def _device_mark(st: os.stat_result, sys_block: Path) -> ChangeMark:
     times = f"node {st.st_mtime_ns} {st.st_ctime_ns}"
     try:
         fields = (node / "stat").read_text().split()
-        state = f"writes {fields[_WRITES]} sectors {fields[_SECTORS_WRITTEN]}; {times}"
+        state = f"sectors {fields[_SECTORS_WRITTEN]}; {times}"
     except (OSError, IndexError):
         return ChangeMark("its device node's times", times)  # no statistics here
-    how = "its write count and its device node's times"
+    how = "its sectors written and its device node's times"
     backing = _backing_file(node)
     if backing is not None:
         how += ", and its backing file's times"

@@ -87,7 +87,7 @@ def test_a_block_device_is_watched_by_its_write_counters_and_its_node(
     rdev = os.makedev(8, 16)
     sys_block = fake_device(tmp_path, rdev, STAT.format(writes=7, sectors=56))
     before = block_mark(monkeypatch, sys_block, rdev)
-    assert before.how == "its write count and its device node's times"
+    assert before.how == "its sectors written and its device node's times"
     assert not before.moved(block_mark(monkeypatch, sys_block, rdev))
     assert before.moved(block_mark(monkeypatch, sys_block, rdev, node_time=2))
     (sys_block / "8:16" / "stat").write_text(STAT.format(writes=8, sectors=64))
@@ -118,7 +118,7 @@ def test_a_device_without_statistics_is_watched_by_its_node_alone(
 
 
 def test_a_mark_that_cannot_tell_never_moves() -> None:
-    assert not ChangeMark("", "").moved(ChangeMark("its write count", "writes 1"))
+    assert not ChangeMark("", "").moved(ChangeMark("its sectors written", "sectors 1"))
 
 
 @pytest.fixture
@@ -153,3 +153,21 @@ def test_a_real_loop_device_moves_for_a_buffered_write_and_a_write_to_its_file(
         f.seek(4096)
         f.write(b"behind the device")
     assert again.moved(mark_of(Path(dev)))
+
+
+def test_a_buffered_write_through_another_node_of_the_device_moves_its_mark(
+    loop: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A second node of the same device (mknod): its writes move neither our node's
+    times nor, until writeback, the device's counters; the mark writes the device's
+    dirty pages back first, so they are counted."""
+    dev, _ = loop
+    other = tmp_path / "same-device"
+    os.mknod(other, stat.S_IFBLK | 0o600, os.stat(dev).st_rdev)
+    before = mark_of(Path(dev))
+    fd = os.open(other, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"through another node", 8192)  # buffered: not written back yet
+        assert before.moved(mark_of(Path(dev)))
+    finally:
+        os.close(fd)

@@ -52,12 +52,12 @@ def test_the_transfer_page_says_how_a_transfer_is_verified(
             "source unchanged throughout (by its modification and change times)",
         ),
         (
-            {"verified": True, "source_watched": "its write count", "source_rehashed": True},
+            {"verified": True, "source_watched": "its sectors written", "source_rehashed": True},
             "source written during the copy, then hashed again at the end: equal to what was sent",
         ),
         ({"verified": True, "source_watched": ""}, "source not watched for changes"),
         ({"verified": True}, "source not watched for changes"),  # an agent from before
-        ({"verified": False, "source_watched": "its write count"}, ""),
+        ({"verified": False, "source_watched": "its sectors written"}, ""),
     ],
 )
 def test_a_legs_verification_says_what_watched_its_source(
