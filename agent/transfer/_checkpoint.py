@@ -7,8 +7,8 @@ extents it lists.  ``in_flight`` records the extents being sent at the last save
 count what a resume sends twice.  ``source_mark`` is what told the source's changes
 when the run that saved it began (:class:`ChangeMark`), or when the done extents
 were last found equal to it: a resume whose source has moved since takes none of the
-done extents on the checkpoint's word (a local source is hashed again to sort them:
-:mod:`._source_changes`).
+done extents on the checkpoint's word (where it can be, the source is hashed again
+to sort them: :mod:`._source_watch`).
 """
 
 from __future__ import annotations

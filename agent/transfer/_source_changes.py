@@ -1,4 +1,4 @@
-"""Where a local source changed since its extents were copied.
+"""Where a source changed since its extents were copied.
 
 A copy whose source's change mark moved (:mod:`reservoir.agent.storage._changes`)
 cannot say "equal to the source" on the mark's word, and a resume cannot skip the
