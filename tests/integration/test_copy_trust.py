@@ -451,12 +451,16 @@ def test_copy_release_ends_the_hold_of_a_copy_given_up(
 
 def touch_every_extent(path: Path, extent: int = EXTENT) -> None:
     """One byte of each extent changed in place: whatever a copy read is stale now."""
+    for offset in range(0, SIZE, extent):
+        flip_byte(path, offset)
+
+
+def flip_byte(path: Path, offset: int) -> None:
     with open(path, "r+b") as f:
-        for offset in range(0, SIZE, extent):
-            f.seek(offset)
-            old = f.read(1)
-            f.seek(offset)
-            f.write(bytes([old[0] ^ 0xFF]))
+        f.seek(offset)
+        old = f.read(1)
+        f.seek(offset)
+        f.write(bytes([old[0] ^ 0xFF]))
 
 
 def test_a_source_written_while_it_is_copied_fails_saying_so(
@@ -497,14 +501,6 @@ def test_a_resume_after_its_source_changed_sends_what_changed(
     assert summary.verified and summary.skipped_extents == 0
     assert summary.changed_since_checkpoint == len(done) >= 10
     assert sha(lun) == sha(source)
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        old = f.read(1)
-        f.seek(offset)
-        f.write(bytes([old[0] ^ 0xFF]))
 
 
 def test_a_source_written_while_it_is_copied_names_what_differs_and_a_resume_sends_that(
