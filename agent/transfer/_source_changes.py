@@ -109,11 +109,13 @@ def merged_ranges(extents: Sequence[Extent]) -> list[tuple[int, int]]:
 
 
 async def find_changes(
-    source: Rehasher, plan: Plan, done: Mapping[int, bytes]
+    source: Rehasher, plan: Plan, done: Mapping[int, bytes], before: ChangeMark | None = None
 ) -> SourceChanges | None:
     """Hashes every extent of ``done`` (extent id -> digest when it was read) as the
-    source is now; None where its mark moved meanwhile, or it cannot tell."""
-    before = await source.mark()
+    source is now; None where its mark moved meanwhile, or it cannot tell. ``before``
+    is the mark the caller has just read, if it has (not read again: a round trip on a
+    remote source)."""
+    before = before or await source.mark()
     if before is None:
         return None
     ids = sorted(i for i in done if i < len(plan.extents))
@@ -163,7 +165,7 @@ async def recheck_moved_source(
         earlier.how,
         len(checkpoint.done),
     )
-    changes = await find_changes(source, plan, checkpoint.done)
+    changes = await find_changes(source, plan, checkpoint.done, now)
     if changes is None:
         log.warning("%s could not be hashed again unchanged", source.label)
         return None

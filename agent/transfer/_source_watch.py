@@ -105,7 +105,7 @@ class SourceWatch:
         if not mark.moved(now):
             return
         source = self._rehasher(kept)
-        changes = None if source is None else await self._find_changes(source)
+        changes = None if source is None else await self._find_changes(source, now)
         if changes is not None and not changes.changed:
             self.rehashed = True
             self.phase("the source, written meanwhile, hashed again: equal to what was sent")
@@ -133,13 +133,14 @@ class SourceWatch:
             return None
         return remote_rehasher(*found, self.src.block_size, self.src.label)
 
-    async def _find_changes(self, source: Rehasher) -> SourceChanges | None:
+    async def _find_changes(self, source: Rehasher, now: ChangeMark) -> SourceChanges | None:
         """The source written while it was copied, hashed again: the extents that
         differ from what was sent leave the checkpoint, so a resume sends just those.
-        None where it cannot tell (written meanwhile again, or unreadable)."""
+        None where it cannot tell (written meanwhile again, or unreadable). ``now``
+        is its mark as just read."""
         self.phase("the source was written meanwhile: hashing it again")
         try:
-            changes = await find_changes(source, self.plan, self.checkpoint.done)
+            changes = await find_changes(source, self.plan, self.checkpoint.done, now)
         except _CANNOT_HASH as exc:
             log.warning("%s could not be hashed again: %s", self.src.label, exc)
             return None

@@ -51,11 +51,8 @@ def flip(path: Path, offset: int) -> None:
 
 
 async def changes_in(path: Path, done: dict[int, bytes]) -> SourceChanges | None:
-    volume = await open_volume(path, read_only=True)
-    try:
+    async with await open_volume(path, read_only=True) as volume:
         return await find_changes(local_rehasher(volume), plan_of(), done)
-    finally:
-        volume.close()
 
 
 def test_the_extents_written_since_they_were_read_are_found_and_no_others(
@@ -116,11 +113,8 @@ def checkpoint_of(tmp_path: Path, source: Path, mark: ChangeMark) -> Checkpoint:
 
 
 async def recheck(path: Path, checkpoint: Checkpoint) -> SourceChanges | None:
-    volume = await open_volume(path, read_only=True)
-    try:
+    async with await open_volume(path, read_only=True) as volume:
         return await recheck_moved_source(local_rehasher(volume), plan_of(), checkpoint)
-    finally:
-        volume.close()
 
 
 def test_a_resume_whose_source_moved_keeps_the_extents_that_still_match(
@@ -146,8 +140,5 @@ def test_a_resume_whose_source_did_not_move_hashes_nothing(
 
 
 async def mark_of(path: Path) -> ChangeMark:
-    volume = await open_volume(path, read_only=True)
-    try:
+    async with await open_volume(path, read_only=True) as volume:
         return volume.change_mark()
-    finally:
-        volume.close()

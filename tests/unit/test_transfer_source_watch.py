@@ -27,8 +27,7 @@ def plan_of() -> Plan:
 
 async def check_after(path: Path, change: str, tmp_path: Path) -> tuple[SourceWatch, Checkpoint]:
     """Marks ``path``, records every extent as sent, changes it, checks it."""
-    volume = await open_volume(path, read_only=True)
-    try:
+    async with await open_volume(path, read_only=True) as volume:
         data = path.read_bytes()
         key = CopyKey(str(path), "dest", 0, SIZE, EXTENT)
         checkpoint = Checkpoint(tmp_path / "ck.json", key)
@@ -49,8 +48,6 @@ async def check_after(path: Path, change: str, tmp_path: Path) -> tuple[SourceWa
                 f.truncate(SIZE // 2)
         await watch.check([])
         return watch, checkpoint
-    finally:
-        volume.close()
 
 
 @pytest.fixture
