@@ -29,9 +29,10 @@ from typing import Any
 
 import uvloop
 
+from reservoir.agent.iscsi.chap import ChapError
+from reservoir.agent.iscsi.chap_options import add_chap_arguments, chap_credentials
 from reservoir.agent.target import config as cfg
 from reservoir.agent.target import lio_cli
-from reservoir.agent.target.chap_secrets import chap_from
 from reservoir.agent.target.config_document import ConfigDocument
 
 log = logging.getLogger("reservoir.target")
@@ -62,38 +63,16 @@ def _add_cache_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_chap_arguments(p: argparse.ArgumentParser, *aliases: str) -> None:
     """--chap and --mutual-chap with their secret sources (``aliases``: older names)."""
-    for option, alias, what in (
-        ("--chap", aliases[:1], "the initiator must log in with"),
-        ("--mutual-chap", aliases[1:], "the target answers mutual CHAP with"),
-    ):
-        dest = option.removeprefix("--").replace("-", "_")
-        p.add_argument(
-            option,
-            *alias,
-            dest=dest,
-            metavar="USER[:SECRET]",
-            help=f"CHAP user (and secret) {what}",
-        )
-        p.add_argument(
-            f"{option}-secret-file",
-            metavar="PATH",
-            help=f"read the {option} secret from PATH (mode 0600; not on the command line)",
-        )
-        p.add_argument(
-            f"{option}-secret-env",
-            metavar="NAME",
-            help=f"read the {option} secret from environment variable NAME",
-        )
+    add_chap_arguments(p, "--chap", "the initiator must log in with", *aliases[:1])
+    add_chap_arguments(p, "--mutual-chap", "the target answers mutual CHAP with", *aliases[1:])
 
 
 def _chap_option(args: argparse.Namespace, name: str) -> cfg.Chap | None:
-    value: str | None = getattr(args, name)
-    if value is None:
-        return None
-    option = "--" + name.replace("_", "-")
-    return chap_from(
-        value, getattr(args, f"{name}_secret_file"), getattr(args, f"{name}_secret_env"), option
-    )
+    try:
+        credentials = chap_credentials(args, name, log)
+    except ChapError as exc:
+        raise cfg.ConfigError(str(exc)) from None
+    return None if credentials is None else cfg.Chap(*credentials)
 
 
 # ---------------------------------------------------------------- serve

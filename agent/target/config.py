@@ -207,14 +207,6 @@ def describe_portal(host: str, port: int) -> str:
     return label
 
 
-def parse_chap(text: str, what: str = "chap") -> Chap:
-    """``USER:SECRET`` -> Chap."""
-    user, sep, secret = text.partition(":")
-    if not sep or not user or not secret:
-        raise ConfigError(f"{what}: expected USER:SECRET")
-    return Chap(user, secret)
-
-
 def describe_access(target: Target) -> str:
     """Who may log in to ``target``, in one line (never a secret)."""
     if target.open:

@@ -21,6 +21,7 @@ headers counted: TCP's own pacing does it, or sch_fq's where fq is the NIC's qdi
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,8 @@ from typing import Any
 
 import uvloop
 
+from reservoir.agent.iscsi.chap import ChapError
+from reservoir.agent.iscsi.chap_options import add_chap_arguments, chap_credentials
 from reservoir.agent.transfer._caps import StreamCaps
 from reservoir.agent.transfer._engine import (
     DEFAULT_INITIATOR,
@@ -42,6 +45,8 @@ from reservoir.agent.transfer._progress import ProgressPrinter
 from reservoir.agent.transfer._summary import format_summary
 from reservoir.common.logs import setup_logging
 from reservoir.common.sizes import parse_size, size_arg
+
+log = logging.getLogger("reservoir.copy")
 
 Sub = Any  # argparse's _SubParsersAction is private
 
@@ -120,11 +125,9 @@ def _add_lifecycle(p: argparse.ArgumentParser) -> None:
 def _add_login(p: argparse.ArgumentParser) -> None:
     """How remote LUNs are logged in to."""
     p.add_argument("--initiator-name", default=DEFAULT_INITIATOR, metavar="IQN")
-    p.add_argument("--chap", metavar="USER:SECRET", help="CHAP credentials for remote LUNs")
-    p.add_argument(
-        "--mutual-chap",
-        metavar="USER:SECRET",
-        help="the target's CHAP credentials, checked by the copy (mutual CHAP; needs --chap)",
+    add_chap_arguments(p, "--chap", "the copy logs in to remote LUNs with")
+    add_chap_arguments(
+        p, "--mutual-chap", "the targets must answer with, checked by the copy (needs --chap)"
     )
 
 
@@ -171,8 +174,8 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
         checkpoint=args.checkpoint,
         range=parse_range(args.range) if args.range else None,
         initiator_name=args.initiator_name,
-        chap=parse_chap(args.chap, "--chap") if args.chap else None,
-        mutual_chap=parse_chap(args.mutual_chap, "--mutual-chap") if args.mutual_chap else None,
+        chap=_chap(args, "chap"),
+        mutual_chap=_chap(args, "mutual_chap"),
         binds=list(args.bind),
         mptcp=args.mptcp,
         telemetry=args.telemetry,
@@ -223,11 +226,14 @@ def parse_range(text: str) -> tuple[int, int]:
     raise CopyError(f"--range {text!r} is not OFFSET:LENGTH")
 
 
-def parse_chap(text: str, option: str) -> tuple[str, str]:
-    user, sep, secret = text.partition(":")
-    if not sep or not user or not secret:
-        raise CopyError(f"{option} is not USER:SECRET")
-    return user, secret
+def _chap(args: argparse.Namespace, name: str) -> tuple[str, str] | None:
+    """``--chap`` or ``--mutual-chap`` (``name``) as user and secret, the secret from
+    the command line (with a warning), a file only its owner may read, or the
+    environment."""
+    try:
+        return chap_credentials(args, name, log)
+    except ChapError as exc:
+        raise CopyError(str(exc)) from None
 
 
 def main(args: argparse.Namespace) -> int:

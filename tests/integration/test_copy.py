@@ -200,6 +200,29 @@ def test_copy_with_mutual_chap(tmp_path: Path, source: Path, lun: Path) -> None:
     assert summary.copied_bytes == SIZE and sha(lun) == sha(source)
 
 
+def test_the_copy_command_takes_its_chap_secrets_from_a_file_and_the_environment(
+    tmp_path: Path,
+    source: Path,
+    lun: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``reservoir copy`` with neither secret on its command line logs in with both
+    (mutual CHAP) and says nothing of a secret where ``ps`` shows it."""
+    secret = tmp_path / "copier.secret"
+    secret.write_text("initiator-secret\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("TARGET_SECRET", "target-secret")
+    with ReservoirTarget([lun], extra=["--nop-interval", "0", *MUTUAL]) as target:
+        argv = [str(source), target.url(0), "--streams", "2", "--extent-size", str(EXTENT)]
+        argv += ["--checkpoint", str(tmp_path / "ckpt.json")]
+        argv += ["--chap", "copier", "--chap-secret-file", str(secret)]
+        argv += ["--mutual-chap", "target", "--mutual-chap-secret-env", "TARGET_SECRET"]
+        assert cli.run(argv) == 0
+    assert sha(lun) == sha(source)
+    assert "secret is on the command line" not in caplog.text
+
+
 def test_wrong_mutual_secret_is_refused_and_nothing_written(
     tmp_path: Path, source: Path, lun: Path
 ) -> None:

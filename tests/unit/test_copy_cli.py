@@ -62,3 +62,64 @@ def test_the_copy_s_own_entry_copies_and_says_what_went_wrong(
     assert "equal to the source" in capsys.readouterr().out
     assert cli.run([str(tmp_path / "none.img"), str(dst)]) == 1
     assert "none.img does not exist" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- CHAP secrets off the command line
+
+SECRET = "initiator-secret"
+
+
+def _secret_file(tmp_path: Path, secret: str, mode: int = 0o600) -> Path:
+    path = tmp_path / f"secret-{mode:o}"
+    path.write_text(secret + "\n")
+    path.chmod(mode)
+    return path
+
+
+def test_the_chap_secret_is_read_from_a_file_and_the_mutual_one_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("COPY_MUTUAL_SECRET", "target-secret")
+    args = parse(
+        *("/tmp/d1", "--chap", "iqn.2026-11.org.example:h1"),
+        *("--chap-secret-file", str(_secret_file(tmp_path, SECRET))),
+        *("--mutual-chap", "target", "--mutual-chap-secret-env", "COPY_MUTUAL_SECRET"),
+    )
+    options = cli.options_from(args)
+    assert options.chap == ("iqn.2026-11.org.example:h1", SECRET)  # the user keeps its colon
+    assert options.mutual_chap == ("target", "target-secret")
+    assert "command line" not in caplog.text
+
+
+def test_a_secret_on_the_command_line_is_taken_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    options = cli.options_from(parse("/tmp/d1", "--chap", f"h1:{SECRET}"))
+    assert options.chap == ("h1", SECRET)
+    assert "the --chap secret is on the command line" in caplog.text
+    assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--chap", "h1", "--chap-secret-file", "{file644}"], "chmod 600"),
+        (["--chap", "h1", "--chap-secret-file", "{missing}"], "No such file"),
+        (["--chap", "h1", "--chap-secret-env", "NO_SUCH_SECRET"], "NO_SUCH_SECRET holds no"),
+        (["--chap-secret-file", "{file600}"], "need --chap USER"),
+        (["--chap", "h1", "--chap-secret-file", "{file600}", "--chap-secret-env", "X"], "not both"),
+        (["--chap", "h1"], "expected USER:SECRET, or USER with --chap-secret-file"),
+    ],
+)
+def test_a_secret_that_cannot_be_had_is_refused_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
+) -> None:
+    monkeypatch.delenv("NO_SUCH_SECRET", raising=False)
+    files = {
+        "{file644}": str(_secret_file(tmp_path, SECRET, 0o644)),
+        "{file600}": str(_secret_file(tmp_path, SECRET)),
+        "{missing}": str(tmp_path / "none"),
+    }
+    args = parse("/tmp/d1", *(files.get(a, a) for a in argv))
+    with pytest.raises(CopyError, match=message):
+        cli.options_from(args)
