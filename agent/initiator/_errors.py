@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from reservoir.agent.scsi import describe_status
 from reservoir.common.errors import ReservoirError
 
 # RFC 7143 §11.13.5: Login Response status class and detail.
@@ -97,7 +98,4 @@ class ScsiError(InitiatorError):
         self.status = status
         self.sense = sense
         self.sense_key, self.asc, self.ascq = sense_fields(sense)
-        super().__init__(
-            f"SCSI status 0x{status:02x}, sense key 0x{self.sense_key:x} "
-            f"ASC/ASCQ 0x{self.asc:02x}/0x{self.ascq:02x}"
-        )
+        super().__init__(describe_status(status, (self.sense_key, self.asc, self.ascq)))

@@ -19,6 +19,7 @@ from ._lun_table import LunTable
 from ._luns import decode_lun, encode_lun
 from ._receipts import receipt_digest
 from ._sense import SenseKey, build_sense, decode_sense, sense_information
+from ._sense_names import describe_sense, describe_status
 from ._state import derive_naa
 from ._types import Backend, Hasher, Nexus, ScsiCommand, ScsiResult, Status
 
@@ -45,6 +46,8 @@ __all__ = [
     "decode_lun",
     "decode_sense",
     "derive_naa",
+    "describe_sense",
+    "describe_status",
     "encode_lun",
     "receipt_digest",
     "sense_information",

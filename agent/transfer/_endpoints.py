@@ -66,6 +66,7 @@ from reservoir.agent.transfer._hold import (
     unclaim,
     writes_allowed,
 )
+from reservoir.agent.transfer._reach import no_such_lun, reach_failure
 from reservoir.agent.transfer._source_changes import Rehasher
 
 log = logging.getLogger("reservoir.copy")
@@ -512,7 +513,9 @@ class RemoteSide:
                 raise armed
             if isinstance(claimed, BaseException):
                 raise claimed
-        except BaseException:
+        except BaseException as exc:
+            if no_such_lun(exc):  # no command reached a LUN: nothing to take back
+                self._registered.clear()
             await self.unclaim()
             raise
         self._armed = armed is True
@@ -789,8 +792,10 @@ async def _probed(
     side.open_early(early or {})
     try:
         await side.probe(hold, receipts)
-    except BaseException:
+    except BaseException as exc:
         await side.close()
+        if why := reach_failure(side.label, side.where, exc):
+            raise EndpointError(why) from exc
         raise
     return side
 

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -234,6 +235,48 @@ def test_wrong_mutual_secret_is_refused_and_nothing_written(
             asyncio.run(copy(str(source), target.url(0), opts))
         assert target.alive()
     assert sha(lun) == sha(blank(tmp_path / "zeros.img"))
+
+
+def test_a_wrong_iqn_lun_or_port_is_named_in_the_copy_s_error_and_the_target_keeps_serving(
+    tmp_path: Path,
+    source: Path,
+    lun: Path,
+    ours: ReservoirTarget,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first thing a user gets wrong in a copy's URL comes back in words that
+    name it, where it said ``LoginError:``, ``ScsiError: SCSI status 0x02, sense key
+    0x5 ASC/ASCQ 0x25/0x00`` or ``ConnectionRefusedError: [Errno 111]`` before."""
+    portal = f"127.0.0.1:{ours.port}"
+    closed = socket.socket()  # bound, never listening: a connection to it is refused
+    closed.bind(("127.0.0.1", 0))
+    shut = f"127.0.0.1:{closed.getsockname()[1]}"
+    iqn = ours.url(0).split("/")[3]
+    cases = [
+        (
+            f"iscsi://{portal}/iqn.2026-11.org.example:nope/0",
+            "destination LUN 0 of iqn.2026-11.org.example:nope: the login at "
+            f"{portal} failed: target not found (status 0x0203)",
+        ),
+        (ours.url(5), f"destination LUN 5 of {iqn}: the target at {portal} has no LUN 5"),
+        (
+            f"iscsi://{shut}/{iqn}/0",
+            f"destination LUN 0 of {iqn}: nothing listens at {shut} (connection refused): "
+            "is the target running there?",
+        ),
+    ]
+    with closed:
+        for url, message in cases:
+            with pytest.raises(CopyError) as refused:
+                asyncio.run(copy(str(source), url, options(tmp_path)))
+            assert str(refused.value) == message
+    with pytest.raises(CopyError) as refused:
+        asyncio.run(copy(ours.url(7), str(tmp_path / "out.img"), options(tmp_path)))
+    assert str(refused.value) == f"source LUN 7 of {iqn}: the target at {portal} has no LUN 7"
+    assert not (tmp_path / "out.img").exists()
+    assert "could not all be taken back" not in caplog.text  # nothing was held
+    summary = asyncio.run(copy(str(source), ours.url(0), options(tmp_path)))
+    assert summary.verified and sha(lun) == sha(source)
 
 
 def test_copy_into_tgt(tmp_path: Path, source: Path, tgt: Tgtd) -> None:
