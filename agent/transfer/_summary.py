@@ -130,25 +130,37 @@ class CopySummary:
         return list(found.values())
 
 
-def _row(cells: Sequence[object]) -> str:
-    return "  ".join(f"{c!s:>12}" if i else f"{c!s:<22}" for i, c in enumerate(cells))
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[object]], *, text_last: bool = False
+) -> list[str]:
+    """Rows in columns as wide as their widest cell: the first left-aligned (a stream,
+    a path), the figures right-aligned, the last left-aligned where it is text."""
+    cells = [[str(c) for c in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    last = len(header) - 1 if text_last else 0
+    return [
+        "  ".join(
+            c.ljust(w) if i in (0, last) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
 
 
 def format_summary(s: CopySummary) -> str:
-    lines = [_row(["stream", "bytes", "MB/s", "extents", "retries", "state"])]
+    streams = []
     for st in s.streams:
         rate = st.bytes / st.seconds / 1e6 if st.seconds else 0.0
         state = "ok" if st.up else f"lost: {st.error}"
-        lines.append(
-            _row(
-                [f"{st.index} ({st.path})", st.bytes, f"{rate:.1f}", st.extents, st.retries, state]
-            )
+        streams.append(
+            [f"{st.index} ({st.path})", st.bytes, f"{rate:.1f}", st.extents, st.retries, state]
         )
-    lines.append(_row(["path", "bytes", "streams up", "extents", "retries", ""]))
-    for p in s.paths():
-        lines.append(
-            _row([p.path, p.bytes, f"{p.streams_up}/{p.streams}", p.extents, p.retries, ""])
-        )
+    header = ["stream", "bytes", "MB/s", "extents", "retries", "state"]
+    lines = _table(header, streams, text_last=True)
+    paths = [
+        [p.path, p.bytes, f"{p.streams_up}/{p.streams}", p.extents, p.retries] for p in s.paths()
+    ]
+    lines += _table(["path", "bytes", "streams up", "extents", "retries"], paths)
     for r in s.path_reports:
         for at, state, reason in r.transitions:
             lines.append(f"path {r.path}: {state} at {at:.2f} s ({reason})")

@@ -87,6 +87,24 @@ def test_summary_table() -> None:
     assert summary.paths()[0].bytes == 8 << 20
 
 
+def test_the_summary_s_tables_keep_their_columns_under_long_stream_names() -> None:
+    url = "iscsi://127.0.0.1:3270/iqn.2026-11.org.example:ex1/0"
+    streams = [
+        StreamStats(0, url, 109051904, 13, 0, 0.4),
+        StreamStats(11, url, 8 << 20, 1, 2, 0.5, error="connection lost"),
+    ]
+    summary = CopySummary(
+        "src", url, 0, 8 << 20, 8 << 20, 1.0, "ab" * 16, True, 8 << 20, 0, 0, 0, 0, "ck", streams
+    )
+    header, first, second, path_header, path = format_summary(summary).splitlines()[:5]
+    assert first.startswith(f"0 ({url})   109051904") and second.startswith(f"11 ({url})  ")
+    for column in ("bytes", "MB/s", "extents", "retries"):  # right edges line up
+        edge = header.index(column) + len(column)
+        assert first[edge] == second[edge] == " " and first[edge - 1] != " " != second[edge - 1]
+    assert first.index("ok") == second.index("lost: connection lost") == header.index("state")
+    assert path_header.index("bytes") + len("bytes") == path.index("117440512") + 9
+
+
 def test_summary_tells_the_warm_sessions_and_the_first_write() -> None:
     summary = CopySummary(
         "src", "dst", 0, 8 << 20, 8 << 20, 1.0, "ab" * 16, True, 8 << 20, 0, 0, 0, 0, "ck"
