@@ -10,7 +10,9 @@ import contextlib
 import os
 import socket
 import struct
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self, TypeVar
@@ -71,6 +73,10 @@ def _next_statsn(pdu: P._TargetPdu) -> int | None:
     if isinstance(pdu, P.NopIn) and pdu.itt == P.RESERVED_TAG:
         return pdu.statsn
     return (pdu.statsn + 1) & _MASK
+
+
+def _is_attention(error: ScsiError) -> bool:
+    return error.status == STATUS_CHECK_CONDITION and error.sense_key == SENSE_KEY_UNIT_ATTENTION
 
 
 def _retrieve(future: asyncio.Future[ScsiReply]) -> None:
@@ -154,10 +160,15 @@ class Session:
         self._nop_task: asyncio.Task[None] | None = None
         self.reinstatements = 0
         self.reissued_bytes = 0  # write data sent again after a reinstatement
+        self.dropped_at: float | None = None  # when its connection last dropped (monotonic)
         # a unit attention is known to wait for the next command (its user cleared the
         # registrations it had: CLEAR tells every other registered session so); that
         # command costs a round trip more, as it is sent again
         self.attention_expected = False
+        # told of every unit attention a command of the session was answered with (LUN,
+        # the error), before the command is sent again: a holder of a reservation hears
+        # there that the target restarted or that another initiator took it
+        self.on_attention: Callable[[int, ScsiError], None] | None = None
         # what its users learned of the target over this login, (question, LUN) ->
         # answer (e.g. whether a LUN is served by a target of ours): kept while the
         # session is pooled between copies, emptied at every login (one that
@@ -285,10 +296,11 @@ class Session:
 
     def reuse(self, recovery: RecoveryPolicy | None = None) -> None:
         """Readies an idle session for its next user: its counters from zero and that
-        user's recovery policy."""
+        user's recovery policy, and no one told of its unit attentions."""
         self.recovery = recovery or RecoveryPolicy()
         self.reinstatements = 0
         self.reissued_bytes = 0
+        self.on_attention = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -334,24 +346,35 @@ class Session:
             if reply.status == STATUS_GOOD:
                 return reply
             error = ScsiError(reply.status, reply.sense)
-            if (
-                reply.status != STATUS_CHECK_CONDITION
-                or error.sense_key != SENSE_KEY_UNIT_ATTENTION
-            ):
+            if not _is_attention(error):
                 raise error
+            self._heard(lun, error)
         raise error
+
+    def _heard(self, lun: int, attention: ScsiError) -> None:
+        if self.on_attention is not None:
+            self.on_attention(lun, attention)
 
     def _take_attention(self, lun: int) -> None:
         """A unit attention is expected (:attr:`attention_expected`): a TEST UNIT READY
         is sent right before the command at hand, in the same round trip, and takes it
         (a target reports it to the first command it runs of the nexus); the command is
         then answered at once instead of with the attention and sent again, a round trip
-        later. The TEST UNIT READY's answer is not looked at."""
+        later. The TEST UNIT READY's answer is looked at only for the attention it
+        took (:attr:`on_attention`)."""
         self.attention_expected = False
         if self._failed is not None:
             return
         future: asyncio.Future[ScsiReply] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(_retrieve)
+
+        def taken(done: asyncio.Future[ScsiReply]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            error = ScsiError(done.result().status, done.result().sense)
+            if _is_attention(error):
+                self._heard(lun, error)
+
+        future.add_done_callback(taken)
         self._submit(Task(lun, TEST_UNIT_READY, b"", 0, future))
 
     async def _run(
@@ -549,6 +572,7 @@ class Session:
             self._fail_unsendable(exc)
         if self._closing or self._recovering is not None:
             return
+        self.dropped_at = time.monotonic()
         self._recovering = asyncio.get_running_loop().create_task(self._recover())
 
     def _fail_unsendable(self, exc: P.SpanError) -> None:

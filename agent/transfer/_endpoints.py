@@ -23,6 +23,7 @@ import ipaddress
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,7 @@ from reservoir.agent.transfer._hold import (
     unclaim,
     writes_allowed,
 )
+from reservoir.agent.transfer._hold_watch import HoldWatch
 from reservoir.agent.transfer._reach import no_such_lun, reach_failure
 from reservoir.agent.transfer._source_changes import Rehasher
 
@@ -388,6 +390,7 @@ class RemoteSide:
         self._clearer: Session | None = None  # the session that sent it
         self._retired: dict[Session, None] = {}  # to give back at close, in order
         self._armed = False  # the probe armed the target's receipts
+        self.hold_watch = HoldWatch(label, where.lun, time.monotonic())
 
     def _key(self, path: PathSpec | None) -> SessionKey:
         return SessionKey(
@@ -588,6 +591,9 @@ class RemoteSide:
         self._holder = None if resumed else self._prober
         ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
         self._holding.update(s for s in (self._prober, *ok) if s is not None)
+        self.hold_watch.held(key, RESERVED, self._holder)
+        for session in self._holding:
+            self.hold_watch.watch(session)
         log.info("%s held for the copy (reservation key 0x%016x)", self.label, key)
 
     async def unclaim(self) -> None:
@@ -601,6 +607,7 @@ class RemoteSide:
         self._registered.difference_update(done)
         self._holding.clear()
         self.hold, self.hold_kind, self._holder = None, "", None
+        self.hold_watch.held(None, "", None)
 
     async def _stop_registering(self) -> None:
         """No session registers any more: those still logging in are let go, those
@@ -635,6 +642,7 @@ class RemoteSide:
                     raise holder_gone(self.label, self.hold)
                 await hold_by_registration(self._holder, lun, self.hold, self.label)
                 self.hold_kind = REGISTERED
+                self.hold_watch.held(self.hold, REGISTERED, None)
             self._writers_checked = True
 
     def _early_in(self) -> list[Session]:
@@ -677,6 +685,9 @@ class RemoteSide:
         if self.hold is not None and session not in self._holding:
             self._registered.add(session)
             await pr_register(session, self.where.lun, self.hold)
+            self._holding.add(session)
+        if self.hold is not None:
+            self.hold_watch.watch(session)
         if self.hold is not None and session is not self._holder:
             await self._check_writers(session)
         if self.login.on_session is not None:
@@ -689,6 +700,7 @@ class RemoteSide:
         """Retires the early sessions no stream took (the copy stopped before), then
         gives the retired sessions back to the pool (see the module)."""
         await self._stop_registering()  # before a session that was to goes back
+        await self.hold_watch.stop()
         early, self._early = self._early, {}
         await asyncio.gather(*(_discard_early(task, self.retire) for _, task in early.values()))
         await self._close_own()

@@ -55,6 +55,7 @@ from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._hold import (
     REGISTERED,
     RESERVED,
+    HoldError,
     check_distinct,
     give_back,
     hold_key,
@@ -642,7 +643,12 @@ class Run:
             ticker = asyncio.create_task(self._tick())
             if self.monitor is not None:
                 self.monitor.start()
-            await self._supervise()
+            try:
+                await self._supervise()
+            except (InitiatorError, OSError, TimeoutError) as error:
+                if (taken := await self._hold_taken()) is not None:
+                    raise taken from error  # what the write refused means
+                raise
             self._check_complete()
             self._phase(f"every extent written{self._checked_how()}")
             await self._end()
@@ -979,6 +985,7 @@ class Run:
         self._phase("flushed")
         # failing, the copy keeps its holds for its resume
         await self.watch.check([w.source for w in self._kept])
+        await self._check_holds()
         if self.telemetry is not None:
             await self.telemetry.last_sample()  # while every session is open
         idle = [w for w in self.workers.values() if w not in flushers]
@@ -987,6 +994,21 @@ class Run:
             *(_close_quietly(c) for worker in idle for c in (worker.source, worker.dest)),
             *([self.monitor.stop()] if self.monitor is not None else []),
         )
+
+    async def _hold_taken(self) -> HoldError | None:
+        """A destination's hold another initiator took while the copy ran, if any."""
+        for dst in self.dsts:
+            if isinstance(dst, RemoteSide) and (taken := await dst.hold_watch.settled()):
+                return taken
+        return None
+
+    async def _check_holds(self) -> None:
+        """Each destination still held by the copy (HoldError if someone took one while
+        it ran: _hold_watch); listened to no more, as the copy's own CLEAR comes next."""
+        held = [d.hold_watch for d in self.dsts if isinstance(d, RemoteSide)]
+        await asyncio.gather(*(watch.stop() for watch in held))
+        for watch in held:
+            watch.check()
 
     @staticmethod
     async def _flush(flushers: list[StreamWorker]) -> None:
@@ -1113,6 +1135,12 @@ class Run:
             source_watched=self.watch.watched(self.end_checked),
             source_rehashed=self.watch.rehashed,
             changed_since_checkpoint=len(self.watch.changed_since),
+            hold_lapses=[
+                f"{d.label}: {lapse.describe()}"
+                for d in self.dsts
+                if isinstance(d, RemoteSide)
+                for lapse in d.hold_watch.lapses
+            ],
         )
 
     def _hold_kind(self) -> str:

@@ -66,6 +66,9 @@ class CopySummary:
     # the source's mark moved during the copy, and the source hashed again at the end
     # was equal to what was sent, extent by extent (what "verified" then rests on)
     source_rehashed: bool = False
+    # the times a destination was not held while the copy wrote it (a target that
+    # restarted, a CLEAR by another initiator: _hold_watch), each in words
+    hold_lapses: list[str] = field(default_factory=list)
     # extents an earlier run did that the source, written since, no longer matched when
     # this run began (hashed again): sent again; the rest were skipped
     changed_since_checkpoint: int = 0
@@ -173,7 +176,7 @@ def format_summary(s: CopySummary) -> str:
     if s.sessions_opened or s.sessions_reused:
         lines.append(_sessions_line(s))
     if s.hold:
-        lines.append(_HOLD_LINES[s.hold])
+        lines.append(_hold_line(s))
     if s.verified:
         lines.append(_source_line(s))
     verify = (
@@ -198,6 +201,16 @@ _HOLD_LINES = {
     "other initiators were not (the target lets only one session write under a "
     "reservation)",
 }
+
+
+def _hold_line(s: CopySummary) -> str:
+    if not s.hold_lapses:
+        return _HOLD_LINES[s.hold]
+    after = " (the end check hashed all of it after)" if s.verified else ""
+    return (
+        f"held by a persistent {s.hold}, but {'; '.join(s.hold_lapses)}: other initiators "
+        f"could write the destination then{after}"
+    )
 
 
 def _source_line(s: CopySummary) -> str:

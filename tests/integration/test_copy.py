@@ -608,8 +608,11 @@ def test_cli_end_to_end(
 
 
 def test_copy_rides_out_a_kill_and_restart_of_the_target(
-    tmp_path: Path, source: Path, lun: Path
+    tmp_path: Path, source: Path, lun: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The target restarts with no reservation: the copy's sessions log in again, hear
+    POWER ON, RESET, and the copy holds the LUN again and says it was not held from
+    the connection's drop to then (it used to say no one could write meanwhile)."""
     port = free_port()
     iqn = "iqn.2026-11.org.reservoir:restart"
     argv = [*reservoir_command(), "target", "serve", "--portal", f"{LOCALHOST}:{port}"]
@@ -643,6 +646,13 @@ def test_copy_rides_out_a_kill_and_restart_of_the_target(
     assert summary.copied_bytes == SIZE and all(s.up for s in summary.streams)
     assert summary.resent_bytes > 0  # the writes in flight at the kill, sent again
     assert sha(lun) == sha(source)
+    said = format_summary(summary)
+    assert "no other initiator could write the destination meanwhile" not in said
+    assert "could not release" not in caplog.text  # held again: its CLEAR went through
+    (lapse,) = summary.hold_lapses
+    lost, back = (float(t) for t in re.findall(r"from ([0-9.]+) s to ([0-9.]+) s", lapse)[0])
+    assert back - lost >= 1.5  # from the kill to the copy's hold back, the restart between
+    assert "the target restarted or was reset (unit attention 29h/00h)" in lapse
 
 
 def test_copy_striped_over_two_targets(tmp_path: Path, source: Path) -> None:
