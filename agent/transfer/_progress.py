@@ -64,8 +64,10 @@ class ProgressPrinter:
         self.tty = stream.isatty()
         self.interval = TTY_INTERVAL if self.tty else PLAIN_INTERVAL
         self._last = 0.0
+        self.last: Progress | None = None  # the latest, printed or not
 
     def __call__(self, progress: Progress) -> None:
+        self.last = progress
         now = time.monotonic()
         if now - self._last < self.interval:
             return
@@ -81,3 +83,20 @@ class ProgressPrinter:
         if self.tty and self._last:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def interrupted(last: Progress | None, checkpoint: str | None) -> str:
+    """What a user who stopped a copy (Ctrl-C) is told: how far it got, and that it
+    goes on or is given up by the same command with ``--resume`` or ``--release``."""
+    where = f"in {checkpoint}" if checkpoint else "in its checkpoint"
+    if last is None:
+        done = "before its first extent"
+    else:
+        done = (
+            f"with {last.extents_done} of {last.extents_total} extents done "
+            f"({human_bytes(last.done_bytes)} of {human_bytes(last.total_bytes)}), kept {where}"
+        )
+    return (
+        f"interrupted {done}; a remote destination stays held for the copy: the same "
+        "command with --resume goes on from there, with --release gives the copy up"
+    )

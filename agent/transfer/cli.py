@@ -41,7 +41,7 @@ from reservoir.agent.transfer._engine import (
 )
 from reservoir.agent.transfer._errors import CopyError
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
-from reservoir.agent.transfer._progress import ProgressPrinter
+from reservoir.agent.transfer._progress import ProgressPrinter, interrupted
 from reservoir.agent.transfer._summary import format_summary
 from reservoir.common.logs import setup_logging
 from reservoir.common.sizes import parse_size, size_arg
@@ -247,6 +247,11 @@ def main(args: argparse.Namespace) -> int:
         printer.finish()
         print(f"reservoir copy: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        printer.finish()
+        checkpoint = str(args.checkpoint) if args.checkpoint else None
+        print(f"reservoir copy: {interrupted(printer.last, checkpoint)}", file=sys.stderr)
+        return 130
     printer.finish()
     print(format_summary(summary))
     return 0

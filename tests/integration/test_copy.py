@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -653,6 +654,35 @@ def test_copy_rides_out_a_kill_and_restart_of_the_target(
     lost, back = (float(t) for t in re.findall(r"from ([0-9.]+) s to ([0-9.]+) s", lapse)[0])
     assert back - lost >= 1.5  # from the kill to the copy's hold back, the restart between
     assert "the target restarted or was reset (unit attention 29h/00h)" in lapse
+
+
+def test_ctrl_c_says_how_far_the_copy_got_and_how_to_go_on(
+    tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget
+) -> None:
+    """SIGINT to ``reservoir copy`` (paced, so that it is mid-copy): exit 130 and a line
+    saying what is kept and the two ways on, where it used to stop in silence; the
+    resume it names finishes the copy."""
+    checkpoint = tmp_path / "ck.json"
+    argv = [*reservoir_command(), "-q", "copy", str(source), ours.url(0), "--streams", "2"]
+    argv += ["--extent-size", "1M", "--max-rate", "40M", "--checkpoint", str(checkpoint)]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (checkpoint.exists() and json.loads(checkpoint.read_text())["done"]):
+            assert proc.poll() is None, "the copy ended before it could be interrupted"
+            time.sleep(0.05)  # polls the copy's state: its first extent saved
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop_process(proc)
+    assert proc.returncode == 130
+    said = re.search(r"reservoir copy: interrupted with (\d+) of 64 extents done \(", err)
+    assert said is not None, err
+    assert f"kept in {checkpoint}; a remote destination stays held for the copy: the same " in err
+    assert "with --resume goes on from there, with --release gives the copy up" in err
+    assert int(said[1]) >= 1
+    resume = options(tmp_path, resume=True, extent_size=1 << 20, streams=2)
+    summary = asyncio.run(copy(str(source), ours.url(0), resume))
+    assert summary.skipped_extents >= int(said[1]) and sha(lun) == sha(source)
 
 
 def test_copy_striped_over_two_targets(tmp_path: Path, source: Path) -> None:

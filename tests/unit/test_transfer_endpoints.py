@@ -21,6 +21,7 @@ from reservoir.agent.transfer import (
     root_hash,
 )
 from reservoir.agent.transfer._endpoints import EndpointError
+from reservoir.agent.transfer._progress import interrupted
 from reservoir.agent.transfer.cli import parse_range
 
 
@@ -74,6 +75,18 @@ def test_progress_line_and_throttle() -> None:
     assert "50.0 MiB / 100.0 MiB (50%)" in out.getvalue()
     assert "26.2 MB/s" in out.getvalue() and "ETA 2s" in out.getvalue()
     assert "streams 3/4  paths 1/2" in out.getvalue()
+
+
+def test_an_interrupted_copy_says_how_far_it_got_from_the_last_progress_seen() -> None:
+    printer = ProgressPrinter(io.StringIO())
+    assert interrupted(printer.last, None).startswith(
+        "interrupted before its first extent; a remote destination stays held"
+    )
+    printer(progress(50 << 20))
+    printer(progress(60 << 20))  # not printed (throttled), but the one to tell
+    assert interrupted(printer.last, "/var/lib/c.json").startswith(
+        "interrupted with 1 of 10 extents done (60.0 MiB of 100.0 MiB), kept in /var/lib/c.json;"
+    )
 
 
 def test_summary_table() -> None:
