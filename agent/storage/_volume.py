@@ -59,6 +59,8 @@ async def _until_done(request: Awaitable[None]) -> None:
         while not fut.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait((fut,))
+        if not fut.cancelled():
+            fut.exception()  # its caller is gone: a failure is no one's news (not logged)
         raise
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import stat
@@ -253,12 +254,20 @@ def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
 OUT_OF_SPACE = (0x7, 0x27, 0x07)  # DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT
 
 
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 def _storage_failure(exc: StorageError, source: str) -> str:
     """One line for a local volume that failed; a source read that failed because
-    the file is now shorter than the copy says so."""
+    the file is now shorter than the copy says so, a destination out of space."""
     shrunk = None
     if exc.operation == "read" and exc.filename == source:
         shrunk = _shrunk_source(source, exc.strerror)
+    if exc.operation == "write" and exc.errno in FULL:
+        return (
+            f"destination {exc.filename} is out of space ({os.strerror(exc.errno)}): free some, or "
+            "copy to a volume with room, and resume to go on from the checkpoint"
+        )
     return shrunk or f"StorageError: {exc}"
 
 

@@ -369,6 +369,23 @@ def test_a_destination_lun_out_of_space_is_said_in_words(
     assert "ERROR" in said and "out of space: the LUN's backing volume is full" in said
 
 
+def test_a_local_destination_out_of_space_is_said_in_words_and_nothing_else_is_logged(
+    tmp_path: Path, source: Path, small_fs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every stream's write fails with ENOSPC: one line saying so (it said
+    ``StorageError: [Errno 28] write failed: ...``), and none of asyncio's "Future
+    exception was never retrieved" for the writes in flight when the copy stopped."""
+    dest = small_fs / "copy.img"
+    with pytest.raises(CopyError) as failed:
+        asyncio.run(copy(str(source), str(dest), options(tmp_path, streams=4)))
+    assert str(failed.value) == (
+        f"destination {dest} is out of space (No space left on device): free some, or "
+        "copy to a volume with room, and resume to go on from the checkpoint"
+    )
+    gc.collect()  # an unretrieved failure is logged as its future goes
+    assert "never retrieved" not in caplog.text
+
+
 # whichever read met the end first says so: a read into memory, the hashing of an
 # extent sent from the file, or its send (sendfile) finding the file short
 SHRUNK_READS = (
