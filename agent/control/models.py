@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from reservoir.agent.transfer import MIN_EXTENT_SIZE
+
 __all__ = [
     "AgentVolumePublic",
     "CapsBase",
@@ -80,7 +82,7 @@ class CopyBase(Strict):
         default=None, gt=0, le=1 << 34, description="bytes, with several destinations"
     )
     streams: int = Field(default=4, ge=1, le=256)
-    extent_size: int = Field(default=64 << 20, ge=4096, le=1 << 34)
+    extent_size: int = Field(default=64 << 20, ge=MIN_EXTENT_SIZE, le=1 << 34)
     paths: list[str] = Field(
         default_factory=list,
         max_length=256,

@@ -13,12 +13,21 @@ from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_locat
 from reservoir.agent.transfer._engine import CopyOptions, JumpStart, copy, release
 from reservoir.agent.transfer._errors import CopyError, SourceChangedError
 from reservoir.agent.transfer._paths import PathReport
-from reservoir.agent.transfer._plan import Extent, Plan, PlanError, Queues, ServerPair, make_plan
+from reservoir.agent.transfer._plan import (
+    MIN_EXTENT_SIZE,
+    Extent,
+    Plan,
+    PlanError,
+    Queues,
+    ServerPair,
+    make_plan,
+)
 from reservoir.agent.transfer._progress import Progress, ProgressPrinter
 from reservoir.agent.transfer._stream import StreamStats
 from reservoir.agent.transfer._summary import CopySummary, PathStats, format_summary, root_hash
 
 __all__ = [
+    "MIN_EXTENT_SIZE",
     "Capper",
     "Checkpoint",
     "CheckpointError",

@@ -64,6 +64,7 @@ from reservoir.agent.transfer._hold import (
 from reservoir.agent.transfer._paths import DEFAULT_HEALTH, PathMonitor, Pinger
 from reservoir.agent.transfer._plan import (
     DEFAULT_EXTENT_SIZE,
+    MIN_EXTENT_SIZE,
     Extent,
     Plan,
     Queues,
@@ -184,6 +185,11 @@ async def copy(
     dests = [dest] if isinstance(dest, str) else list(dest)
     if options.streams < 1:
         raise CopyError("--streams must be at least 1")
+    if options.extent_size < MIN_EXTENT_SIZE:
+        raise CopyError(
+            f"extent size {options.extent_size}: at least {MIN_EXTENT_SIZE} bytes (an "
+            "extent is a stream's unit of work, hash and checkpoint)"
+        )
     if not dests:
         raise CopyError("no destination")
     if len(dests) > 1 and (options.paths or options.binds):

@@ -40,7 +40,7 @@ from reservoir.agent.transfer._engine import (
     release,
 )
 from reservoir.agent.transfer._errors import CopyError
-from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE
+from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE, MIN_EXTENT_SIZE
 from reservoir.agent.transfer._progress import ProgressPrinter, interrupted
 from reservoir.agent.transfer._summary import format_summary
 from reservoir.common.logs import setup_logging
@@ -66,11 +66,11 @@ def register(sub: Sub) -> None:
     )
     p.add_argument(
         "--extent-size",
-        type=size_arg,
+        type=extent_size_arg,
         default=DEFAULT_EXTENT_SIZE,
         metavar="SIZE",
-        help=f"bytes a stream carries at a time: 8MiB, 512K, 4096 (default "
-        f"{DEFAULT_EXTENT_SIZE >> 20}MiB)",
+        help=f"bytes a stream carries, hashes and checkpoints at a time: 8MiB, 512K "
+        f"(default {DEFAULT_EXTENT_SIZE >> 20}MiB, at least {MIN_EXTENT_SIZE >> 10}KiB)",
     )
     p.add_argument(
         "--stripe-unit",
@@ -213,6 +213,17 @@ def paced(max_rate: int | None, streams: int) -> StreamCaps | None:
     caps = StreamCaps(None)
     caps.want({}, dict.fromkeys(range(streams), max_rate // 8 // streams))
     return caps
+
+
+def extent_size_arg(text: str) -> int:
+    """``--extent-size``: a size of at least MIN_EXTENT_SIZE."""
+    size = size_arg(text)
+    if size < MIN_EXTENT_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: at least {MIN_EXTENT_SIZE >> 10}KiB (an extent is a stream's unit "
+            "of work, hash and checkpoint: smaller ones cost more than they carry)"
+        )
+    return size
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -115,6 +115,14 @@ def test_copy_request_reports_each_bad_field() -> None:
     assert fields == {"source", "streams", "extent_size", "paths"}
 
 
+def test_copy_request_refuses_an_extent_below_64_kib() -> None:
+    with pytest.raises(ValidationError) as err:
+        CopyCreate.model_validate({"source": "/s", "dest": "/d", "extent_size": 32768})
+    (error,) = err.value.errors()
+    assert error["loc"] == ("extent_size",) and error["ctx"] == {"ge": 65536}
+    assert CopyCreate.model_validate({"source": "/s", "dest": "/d", "extent_size": 65536})
+
+
 def test_copy_request_refuses_unknown_fields() -> None:
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         CopyCreate.model_validate({"source": "/s", "dest": "/d", "stream": 2})

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 
-from reservoir.agent.transfer import cli
+from reservoir.agent.transfer import CopyOptions, cli, copy
 from reservoir.agent.transfer._errors import CopyError
 
 
@@ -123,3 +124,24 @@ def test_a_secret_that_cannot_be_had_is_refused_saying_why(
     args = parse("/tmp/d1", *(files.get(a, a) for a in argv))
     with pytest.raises(CopyError, match=message):
         cli.options_from(args)
+
+
+@pytest.mark.parametrize("size", ["1000", "4096", "63K"])
+def test_an_extent_too_small_to_pay_for_itself_is_refused(
+    size: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--extent-size 1000`` was rounded to 1 KiB blocks: a 256 MiB copy of 262144
+    extents crawled at 10 MB/s on a whole core."""
+    with pytest.raises(SystemExit):
+        parse("/tmp/d1", "--extent-size", size)
+    assert f"argument --extent-size: '{size}': at least 64KiB" in capsys.readouterr().err
+    assert cli.options_from(parse("/tmp/d1", "--extent-size", "64K")).extent_size == 64 << 10
+
+
+def test_the_engine_refuses_a_tiny_extent_from_any_caller(tmp_path: Path) -> None:
+    src = tmp_path / "src.img"
+    src.write_bytes(bytes(1 << 20))
+    opts = CopyOptions(extent_size=4096, checkpoint=tmp_path / "ck.json")
+    with pytest.raises(CopyError, match="extent size 4096: at least 65536 bytes"):
+        asyncio.run(copy(str(src), str(tmp_path / "dst.img"), opts))
+    assert not (tmp_path / "dst.img").exists()
