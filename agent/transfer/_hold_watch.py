@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
@@ -98,9 +97,6 @@ class HoldWatch:
         """``session`` is registered under the key: its attentions are listened to."""
         self._sessions[session] = None
         session.on_attention = partial(self._attention, session)
-
-    def watched(self) -> Iterable[Session]:
-        return self._sessions
 
     async def stop(self) -> None:
         """Listens no more (the copy ends: its own CLEAR would be heard), after the

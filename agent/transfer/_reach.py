@@ -8,6 +8,7 @@ import socket
 from typing import Protocol
 
 from reservoir.agent.initiator import LoginError, ScsiError
+from reservoir.common.errors import ReservoirError
 
 LOGICAL_UNIT_NOT_SUPPORTED = (0x5, 0x25, 0x00)  # ILLEGAL REQUEST
 
@@ -38,7 +39,7 @@ def reach_failure(label: str, where: Remote, exc: BaseException) -> str | None:
         why = f"nothing listens at {portal} (connection refused): is the target running there?"
     elif isinstance(exc, TimeoutError):
         why = f"no answer from {portal} in time (a firewall, a wrong address or a route?)"
-    elif isinstance(exc, OSError):
+    elif isinstance(exc, OSError) and not isinstance(exc, ReservoirError):  # not a disk's
         why = f"{portal} cannot be reached ({exc.strerror or exc})"
     elif isinstance(exc, LoginError):
         why = f"the login at {portal} failed: {str(exc).removeprefix('login failed: ')}"

@@ -11,6 +11,7 @@ import pytest
 
 from reservoir.agent.initiator import LoginError, ScsiError
 from reservoir.agent.scsi import build_sense
+from reservoir.agent.storage import StorageError
 from reservoir.agent.transfer._endpoints import RemoteLun
 from reservoir.agent.transfer._reach import no_such_lun, reach_failure
 
@@ -64,3 +65,7 @@ def test_other_errors_are_left_to_the_copy() -> None:
     assert reach_failure(LABEL, WHERE, ValueError("a bug")) is None
     assert no_such_lun(ScsiError(2, build_sense(0x5, 0x25, 0x00, descriptor=True)))
     assert not no_such_lun(invalid)
+
+
+def test_a_disk_s_error_is_not_taken_for_the_network_s() -> None:
+    assert reach_failure(LABEL, WHERE, StorageError(errno.EIO, "read failed", "/x")) is None
