@@ -64,3 +64,27 @@ def test_a_legs_verification_says_what_watched_its_source(
     summary: dict[str, Any], shown: str
 ) -> None:
     assert run_format("sourceWatch", summary) == shown
+
+
+LAPSE = (
+    "destination LUN 0 of iqn.2026-11.org.example:vol1: not held from 1.81 s to 7.00 s "
+    "(the target restarted or was reset (unit attention 29h/00h))"
+)
+
+
+@pytest.mark.parametrize(
+    ("summary", "shown"),
+    [
+        (
+            {"hold": "reservation", "hold_lapses": [LAPSE]},
+            f"destination hold lost for a time (other initiators could write then): {LAPSE}",
+        ),
+        ({"hold": "reservation", "hold_lapses": []}, ""),
+        ({"hold": "reservation"}, ""),  # an agent from before
+        ({"hold": "", "hold_lapses": [LAPSE]}, ""),
+    ],
+)
+def test_a_legs_verification_says_when_its_destination_was_not_held(
+    summary: dict[str, Any], shown: str
+) -> None:
+    assert run_format("holdLapses", summary) == shown

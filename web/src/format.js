@@ -122,3 +122,16 @@ export function sourceWatch(s) {
   if (s.source_rehashed) return 'source written during the copy, then hashed again at the end: equal to what was sent';
   return s.source_watched ? `source unchanged throughout (by ${s.source_watched})` : 'source not watched for changes';
 }
+
+
+/**
+ * When a leg's destination was not held while its copy wrote it (a target that
+ * restarted, another initiator's CLEAR), from the copy summary: "" where it was held
+ * throughout, or never held.
+ * @param {{ hold?: string, hold_lapses?: string[] }} s
+ */
+export function holdLapses(s) {
+  const lapses = s.hold_lapses ?? [];
+  if (!s.hold || !lapses.length) return '';
+  return `destination ${lapses.length === 1 ? 'hold' : 'holds'} lost for a time (other initiators could write then): ${lapses.join('; ')}`;
+}

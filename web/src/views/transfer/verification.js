@@ -26,6 +26,7 @@ export function renderVerification(box, t, name) {
     const elapsed = Number(s.elapsed) || 0;
     const copied = Number(s.copied_bytes ?? l.bytes) || 0;
     const watch = fmt.sourceWatch(s);
+    const lapses = fmt.holdLapses(s);
     return h(
       'tr',
       { dataset: { leg: l.index, verified: String(s.verified ?? '') } },
@@ -38,6 +39,7 @@ export function renderVerification(box, t, name) {
         h('span', { class: `badge verify-${s.verified === true ? 'ok' : s.verified === false ? 'bad' : 'none'}` }, verified),
         s.verification ? h('div', { class: 'hint', dataset: { verification: s.verified_by ?? '' } }, s.verification) : s.verified_by ? ` (${s.verified_by})` : '',
         watch ? h('div', { class: 'hint', dataset: { sourceWatched: s.source_watched ?? '' } }, watch) : '',
+        lapses ? h('div', { class: 'hint error', dataset: { holdLapses: String(s.hold_lapses.length) } }, lapses) : '',
       ),
       h('td', { class: 'num' }, fmt.bytes(copied)),
       h('td', { class: 'num' }, elapsed ? fmt.duration(elapsed) : '–'),
