@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
+import xxhash
+
 from reservoir.agent.initiator import (
     Connector,
     InitiatorError,
@@ -75,6 +77,8 @@ log = logging.getLogger("reservoir.copy")
 
 ISCSI_PORT = 3260
 REMOTE_REHASH_AT_ONCE = 32  # HASH RANGE commands in flight, to hash a source again
+REREAD_AT_ONCE, REREAD_PIECE = 8, 1 << 20  # extents read again at once, and each read's size
+NO_MARK = ChangeMark("", "")  # a source nothing can tell a change of: it never moves
 EARLY_GRACE = 3.0  # s an unclaimed early session may take to finish logging in
 _OURS = "hash range"  # Session.learned: whether a LUN is our target's, with HASH RANGE
 T = TypeVar("T")
@@ -847,6 +851,24 @@ def remote_rehasher(session: Session, lun: int, block_size: int, label: str) -> 
         return await remote_change_mark(session, lun)
 
     return Rehasher(label, mark, digest, REMOTE_REHASH_AT_ONCE)
+
+
+def reread_rehasher(session: Session, lun: int, block_size: int, label: str) -> Rehasher:
+    """A remote source whose target cannot hash (tgt, LIO) read again over ``session``
+    and hashed here: every extent crosses the network a second time. Nothing tells a
+    change of it, so its mark never moves."""
+
+    async def digest(offset: int, length: int) -> bytes:
+        hasher = xxhash.xxh3_128()
+        for at in range(offset, offset + length, REREAD_PIECE):
+            blocks = min(REREAD_PIECE, offset + length - at) // block_size
+            hasher.update(await session.read(lun, at // block_size, blocks, block_size))
+        return hasher.digest()
+
+    async def mark() -> ChangeMark:
+        return NO_MARK
+
+    return Rehasher(label, mark, digest, REREAD_AT_ONCE)
 
 
 def source_session(channel: Channel) -> tuple[Session, int] | None:

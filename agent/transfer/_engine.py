@@ -135,6 +135,7 @@ class CopyOptions:
     stream_caps: StreamCaps | None = None  # cwnd caps and pacing rates set from outside
     pool: SessionPool[Session] | None = None  # warm sessions (the agent's; see _endpoints)
     jump: JumpStart | None = None  # new TCP connections start at these rates
+    recheck_source: bool = False  # a remote source nothing watches: read again at the end
 
     @property
     def by_receipts(self) -> bool:
@@ -576,6 +577,7 @@ class Run:
             verify=options.verify,
             changes_since=source_changes,
             phase=self._phase,
+            recheck=options.recheck_source,
         )
         self.previously_in_flight = set(checkpoint.in_flight)
         self.skipped = {i for i in checkpoint.done if i < len(plan.extents)}
@@ -1149,6 +1151,7 @@ class Run:
             extents=len(self.plan.extents),
             source_watched=self.watch.watched(self.end_checked),
             source_rehashed=self.watch.rehashed,
+            source_reread=self.watch.reread,
             changed_since_checkpoint=len(self.watch.changed_since),
             hold_lapses=[
                 f"{d.label}: {lapse.describe()}"

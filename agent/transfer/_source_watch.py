@@ -11,6 +11,11 @@ naming the extents, and its checkpoint forgets just those.
 A resume whose source moved since its checkpoint was saved sorts the done extents
 the same way before it starts (:func:`recheck_moved`); where it cannot, the run's
 watch puts them back in flight to be looked for on the destination.
+
+A remote source on a target that keeps no change mark (tgt, LIO) cannot be watched.
+With ``recheck`` (``--recheck-source``) it is read again at the end, every extent,
+and compared with what was sent: a second read of the whole source over the network,
+the only way to know there that the destination equals the source as it now is.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from reservoir.agent.initiator import InitiatorError, Session
 from reservoir.agent.storage import ChangeMark, StorageError
 from reservoir.agent.transfer._checkpoint import Checkpoint
 from reservoir.agent.transfer._endpoints import (
+    NO_MARK,
     Channel,
     LocalSide,
     RemoteSide,
     Side,
     remote_change_mark,
     remote_rehasher,
+    reread_rehasher,
     source_session,
 )
 from reservoir.agent.transfer._errors import SourceChangedError
@@ -58,13 +65,15 @@ class SourceWatch:
         verify: bool,
         changes_since: SourceChanges | None,
         phase: Callable[[str], None],
+        recheck: bool = False,
     ) -> None:
         self.src, self.plan, self.checkpoint = src, plan, checkpoint
-        self.verify, self.phase = verify, phase
+        self.verify, self.phase, self.recheck = verify, phase, recheck
         self.first = first_mark(src)  # before the first read
         # extents an earlier run did that the source no longer matched (sent again)
         self.changed_since: tuple[Extent, ...] = changes_since.changed if changes_since else ()
         self.rehashed = False  # written during the copy, and found equal at the end
+        self.reread = False  # unwatched, read again at the end and found equal (recheck)
         self._distrust_if_moved()
 
     def _distrust_if_moved(self) -> None:
@@ -94,7 +103,11 @@ class SourceWatch:
         which "verified, equal to the source" would misstate. A copy that verifies
         nothing claims nothing."""
         mark = self.first
-        if mark is None or not self.verify:
+        if not self.verify:
+            return
+        if mark is None:
+            if self.recheck:
+                await self._reread(kept)
             return
         now = await self._mark_now(kept)
         if now is None:
@@ -112,6 +125,35 @@ class SourceWatch:
             return
         tried = source is not None
         raise SourceChangedError(changed_message(self.src.label, mark, changes, tried))
+
+    async def _reread(self, kept: Sequence[Channel]) -> None:
+        """A source nothing can watch, read again and compared extent by extent
+        (``recheck``): equal, the copy is verified against the source as it now is;
+        different, it fails naming the extents, and its checkpoint forgets them."""
+        found = _first_session(kept)
+        if not isinstance(self.src, RemoteSide) or found is None:
+            log.warning("%s cannot be read again here: not checked for changes", self.src.label)
+            return
+        self.phase("reading the source again (--recheck-source)")
+        source = reread_rehasher(*found, self.src.block_size, self.src.label)
+        try:
+            changes = await find_changes(source, self.plan, self.checkpoint.done, NO_MARK)
+        except _CANNOT_HASH as exc:
+            raise SourceChangedError(
+                f"{self.src.label} could not be read again at the end (--recheck-source): "
+                f"{exc}; resume to read it again"
+            ) from exc
+        assert changes is not None  # a mark that never moves
+        if changes.changed:
+            self.checkpoint.forget(changes.ids, NO_MARK)
+            raise SourceChangedError(
+                f"{self.src.label} read again at the end differs from what was sent: "
+                f"{changes.describe()}; its target keeps no change mark, so it was written "
+                "while it was copied; copy a source nothing writes meanwhile (quiesced, or "
+                "a snapshot), or resume to send just those"
+            )
+        self.reread = True
+        self.phase("the source, read again: equal to what was sent")
 
     async def _mark_now(self, kept: Sequence[Channel]) -> ChangeMark | None:
         """The source's mark now: a local one's own; a remote one's from its target, over

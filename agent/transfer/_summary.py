@@ -66,6 +66,9 @@ class CopySummary:
     # the source's mark moved during the copy, and the source hashed again at the end
     # was equal to what was sent, extent by extent (what "verified" then rests on)
     source_rehashed: bool = False
+    # a remote source nothing watches, read again at the end (--recheck-source) and
+    # equal, extent by extent, to what was sent
+    source_reread: bool = False
     # the times a destination was not held while the copy wrote it (a target that
     # restarted, a CLEAR by another initiator: _hold_watch), each in words
     hold_lapses: list[str] = field(default_factory=list)
@@ -221,10 +224,15 @@ def _source_line(s: CopySummary) -> str:
         )
     if s.source_watched:
         return f"source unchanged from before its first read to the end (by {s.source_watched})"
+    if s.source_reread:
+        return (
+            "source read again at the end (its target keeps no change mark; "
+            "--recheck-source): every extent equal to what was sent"
+        )
     return (
         "source not watched for changes (a remote LUN whose target keeps no change mark): "
         "the destination holds it as it was read; quiesce it, or copy a snapshot, for a "
-        "copy of one moment"
+        "copy of one moment, or --recheck-source to read it again at the end"
     )
 
 

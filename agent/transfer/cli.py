@@ -110,6 +110,13 @@ def _add_lifecycle(p: argparse.ArgumentParser) -> None:
         "at the end by the digests of what its writes received, which the target drops at any "
         "change over them; from storage where it kept none)",
     )
+    p.add_argument(
+        "--recheck-source",
+        action="store_true",
+        help="a remote source whose target keeps no change mark (tgt, LIO): read it all "
+        "again at the end and compare every extent with what was sent (a second read over "
+        "the network; our target's sources are watched without it)",
+    )
     p.add_argument("--checkpoint", type=Path, metavar="FILE", help="checkpoint file")
     p.add_argument(
         "--range", metavar="OFFSET:LENGTH", help="copy only this byte range (sizes: 1GiB:512M)"
@@ -179,6 +186,7 @@ def options_from(args: argparse.Namespace) -> CopyOptions:
         binds=list(args.bind),
         mptcp=args.mptcp,
         telemetry=args.telemetry,
+        recheck_source=args.recheck_source,
         stream_caps=paced(args.max_rate, args.streams * len(args.dest)),
     )
 

@@ -394,6 +394,52 @@ def test_a_remote_source_on_tgt_is_said_not_to_be_watched(
     assert "source not watched for changes (a remote LUN" in format_summary(summary)
 
 
+def test_a_remote_source_on_tgt_is_read_again_at_the_end_when_asked(
+    tmp_path: Path, source: Path, tgt: Tgtd
+) -> None:
+    """``--recheck-source``: tgt keeps no change mark, so the copy reads the source
+    again at the end and compares every extent with what was sent."""
+    tgt.backing.write_bytes(source.read_bytes())
+    out = tmp_path / "out.img"
+    summary = asyncio.run(copy(tgt.url(1), str(out), options(tmp_path, recheck_source=True)))
+    assert summary.verified and summary.source_reread and summary.source_watched == ""
+    assert "source read again at the end (its target keeps no change mark" in (
+        format_summary(summary)
+    )
+    assert sha(out) == sha(source)
+
+
+def test_a_remote_source_on_tgt_written_while_copied_is_found_by_reading_it_again(
+    tmp_path: Path, source: Path, tgt: Tgtd
+) -> None:
+    """Written behind tgt once every extent was sent: the second read names the one
+    extent that differs, and a resume sends it alone."""
+    tgt.backing.write_bytes(source.read_bytes())
+    out = tmp_path / "out.img"
+    written: list[int] = []
+
+    def write_lun(p: Progress) -> None:
+        if p.extents_done == p.extents_total and not written:
+            with open(tgt.backing, "r+b") as f:
+                f.seek(3 * EXTENT + 7)
+                f.write(b"changed behind tgt")
+            written.append(1)
+
+    opts = options(tmp_path, recheck_source=True)
+    with pytest.raises(SourceChangedError) as failed:
+        asyncio.run(copy(tgt.url(1), str(out), opts, progress=write_lun))
+    assert written
+    assert "read again at the end differs from what was sent: 1 of 16 extents differ" in (
+        str(failed.value)
+    )
+    assert "(source bytes 12582912-16777215)" in str(failed.value)
+    opts.resume = True
+    summary = asyncio.run(copy(tgt.url(1), str(out), opts))
+    assert summary.verified and summary.source_reread
+    assert summary.skipped_extents == 15 and summary.copied_bytes == EXTENT
+    assert sha(out) == sha(tgt.backing)
+
+
 def test_byte_range(tmp_path: Path, source: Path, lun: Path, ours: ReservoirTarget) -> None:
     offset, length = 3 << 20, 10 << 20
     summary = asyncio.run(copy(str(source), ours.url(0), options(tmp_path, range=(offset, length))))
