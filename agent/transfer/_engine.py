@@ -275,7 +275,12 @@ def _storage_failure(exc: StorageError, source: str) -> str:
             f"destination {exc.filename} is out of space ({os.strerror(exc.errno)}): free some, or "
             "copy to a volume with room, and resume to go on from the checkpoint"
         )
-    return shrunk or f"StorageError: {exc}"
+    if shrunk:
+        return shrunk
+    if exc.filename is None:
+        return f"StorageError: {exc}"
+    side = "source" if exc.filename == source else "destination"
+    return f"{side} {exc.filename}: {exc.strerror}"
 
 
 def _shrunk_source(source: str, why: str | None) -> str | None:

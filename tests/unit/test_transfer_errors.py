@@ -55,3 +55,17 @@ def test_the_same_copy_without_the_bug_succeeds(tmp_path: Path) -> None:
     summary = asyncio.run(copy(source, dest, options(tmp_path)))
     assert summary.copied_bytes == SIZE and summary.verified
     assert Path(dest).read_bytes() == Path(source).read_bytes()
+
+
+@pytest.mark.parametrize("end", ["source", "destination"])
+def test_an_end_that_is_not_a_volume_is_named_with_its_side(tmp_path: Path, end: str) -> None:
+    """``/dev/null`` or ``/dev/zero`` as an end: one line naming the side and the path,
+    where it said ``StorageError: [Errno 22] open failed: ...``."""
+    source, dest = files(tmp_path)
+    source, dest = ("/dev/zero", dest) if end == "source" else (source, "/dev/null")
+    odd = source if end == "source" else dest
+    with pytest.raises(CopyError) as refused:
+        asyncio.run(copy(source, dest, options(tmp_path)))
+    assert str(refused.value) == (
+        f"{end} {odd}: open failed: {odd} is neither a regular file nor a block device"
+    )
