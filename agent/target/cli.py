@@ -204,10 +204,10 @@ async def serve(
     _tune_gc()
     try:
         await server.start()
-    except StorageError as exc:
+    except (StorageError, cfg.ConfigError) as exc:  # a LUN that cannot be opened: ConfigError
         print(f"reservoir target serve: {exc}", file=sys.stderr)
         await server.stop(grace=0)
-        return 1
+        return 2 if isinstance(exc, cfg.ConfigError) else 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -21,6 +21,7 @@ from reservoir.agent.iscsi.login import ChapSecret, LoginNegotiator, TargetPolic
 from reservoir.agent.iscsi.negotiation import TargetLimits
 from reservoir.agent.target.config import (
     Chap,
+    ConfigError,
     Target,
     TargetConfig,
     check_servable,
@@ -165,9 +166,12 @@ class TargetServer:
     async def _open_luns(self, target: Target) -> scsi.LunTable:
         units: dict[int, scsi.LogicalUnit] = {}
         for lun in target.luns:
-            volume = await storage.open_volume(
-                lun.path, read_only=lun.read_only, engine=self.engine, direct=lun.direct_io
-            )
+            try:
+                volume = await storage.open_volume(
+                    lun.path, read_only=lun.read_only, engine=self.engine, direct=lun.direct_io
+                )
+            except storage.StorageError as exc:
+                raise ConfigError(f"{target.iqn} LUN {lun.id}: {lun.path}: {exc.strerror}") from exc
             volume.writeback = True  # initiators write at network speed: keep the disk busy
             self._volumes.append(volume)
             units[lun.id] = scsi.LogicalUnit(

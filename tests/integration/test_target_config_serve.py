@@ -68,3 +68,17 @@ def test_serve_refuses_a_bad_file_and_listens_nowhere(
     assert where in err and str(config) in err
     assert "ready" not in out
     assert not _listening(port)
+
+
+@pytest.mark.parametrize("path", ["missing.img", "/dev/null"])
+def test_serve_names_the_lun_it_cannot_open_and_listens_nowhere(tmp_path: Path, path: str) -> None:
+    """A LUN whose backing is missing or not a volume: exit 2 with the target, the LUN
+    and the path (it said ``[Errno 2] open failed: ...: '/srv/x'`` with no LUN)."""
+    lun = tmp_path / path
+    port = free_port()
+    argv = [*reservoir_command(), "target", "serve", "--portal", f"{LOCALHOST}:{port}"]
+    argv += ["--iqn", IQN, "--lun", str(lun), "--open"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2
+    assert f"reservoir target serve: {IQN} LUN 0: {lun}: open failed: " in done.stderr
+    assert "ready" not in done.stdout and not _listening(port)
