@@ -22,7 +22,7 @@ from reservoir.agent.initiator._hash_range import (
     hash_receipts,
     supports_hash_range,
 )
-from reservoir.agent.initiator._identity import change_mark, device_designator
+from reservoir.agent.initiator._identity import change_mark, device_designator, write_protected
 from reservoir.agent.initiator._jump import ANY_LOCAL, Starter, jump_connector
 from reservoir.agent.initiator._login import Negotiated
 from reservoir.agent.initiator._pool import (
@@ -98,4 +98,5 @@ __all__ = [
     "supports_hash_range",
     "tcp_connect",
     "with_congestion",
+    "write_protected",
 ]

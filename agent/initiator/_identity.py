@@ -69,3 +69,20 @@ async def change_mark(session: Session, lun: int) -> tuple[str, str] | None:
             return None
         raise
     return decode_change_mark(reply.data)
+
+
+MODE_SENSE_6, ALL_PAGES, WP = 0x1A, 0x3F, 0x80
+
+
+async def write_protected(session: Session, lun: int) -> bool:
+    """Whether the LUN is write-protected (the WP bit of MODE SENSE's header, SBC-4
+    6.5.1): a target that exports it read-only says so. False where the target does
+    not answer MODE SENSE (a write then finds out)."""
+    cdb = struct.pack(">BBBBBB", MODE_SENSE_6, 0x08, ALL_PAGES, 0, 4, 0)  # DBD, header only
+    try:
+        reply = await session.scsi(lun, cdb, read_length=4)
+    except ScsiError as exc:
+        if exc.sense_key == ILLEGAL_REQUEST:
+            return False
+        raise
+    return len(reply.data) >= 3 and bool(reply.data[2] & WP)

@@ -52,6 +52,7 @@ from reservoir.agent.initiator import (
     pr_clear,
     pr_register,
     supports_hash_range,
+    write_protected,
 )
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
@@ -367,6 +368,7 @@ class RemoteSide:
         self.size = self.block_size = 0
         self.hashes = False  # whether the target verifies extents itself (HASH RANGE)
         self.device: str | None = None  # its designator (INQUIRY VPD 0x83)
+        self.write_protected = False  # a destination its target exports read-only
         self.mark: ChangeMark | None = None  # a source's change mark, where its target has one
         self.destination = destination  # its reservations are read, to hold it
         self.hold: int | None = None  # the copy's reservation key, once held (see _hold)
@@ -564,14 +566,16 @@ class RemoteSide:
 
     async def _facts(self, session: Session) -> None:
         lun = self.where.lun
-        (blocks, self.block_size), self.hashes, self.device, pr, mark = await asyncio.gather(
+        facts = await asyncio.gather(
             session.capacity(lun),
             supports_hash_range(session, lun),
             device_designator(session, lun),
             read_pr_state(session, lun) if self.destination else _ready(PrState()),
             _ready(None) if self.destination else remote_change_mark(session, lun),
+            write_protected(session, lun) if self.destination else _ready(False),
         )
-        self.mark = mark
+        (blocks, self.block_size), self.hashes, self.device, pr, mark, protected = facts
+        self.mark, self.write_protected = mark, protected
         self.size = blocks * self.block_size
         self.pr_state = pr
         session.learned[(_OURS, lun)] = self.hashes

@@ -484,6 +484,7 @@ async def _admit(
     check_distinct(ends)
     await asyncio.gather(*(d.settle_hold() for d in dsts if isinstance(d, RemoteSide)))
     for dst, need in zip(dsts, needs, strict=True):
+        _check_writable(dst)
         _check_fits(dst, need, offset, length, striped=len(dsts) > 1)
     plan = _make_plan(
         offset,
@@ -525,6 +526,16 @@ def _resolve_range(src: Side, wanted: tuple[int, int] | None) -> tuple[int, int]
             f"range {offset}:{length} is outside the {mib(src.size)} of the {src.label}"
         )
     return offset, length
+
+
+def _check_writable(dst: Side) -> None:
+    """A destination its target exports read-only is refused before any write (and
+    its claim taken back), not after its first write failed with WRITE PROTECTED."""
+    if isinstance(dst, RemoteSide) and dst.write_protected:
+        raise CopyError(
+            f"{dst.label} is write-protected: its target exports it read-only "
+            "(MODE SENSE reports WP); nothing was written"
+        )
 
 
 def _check_fits(dst: Side, need: int, offset: int, length: int, *, striped: bool) -> None:

@@ -369,6 +369,25 @@ def test_a_destination_lun_out_of_space_is_said_in_words(
     assert "ERROR" in said and "out of space: the LUN's backing volume is full" in said
 
 
+def test_a_read_only_destination_is_refused_before_writing_and_left_unheld(
+    tmp_path: Path, source: Path, lun: Path
+) -> None:
+    """A LUN its target exports read-only (MODE SENSE's WP) is refused in words before
+    any write, its claim taken back; it failed on its first write with WRITE PROTECTED
+    and stayed reserved by a copy that could never go on."""
+    before = sha(lun)
+    log = tmp_path / "ro.log"
+    with ReservoirTarget([lun], log_path=log, extra=["--read-only"], open_access=True) as ro:
+        with pytest.raises(CopyError) as refused:
+            asyncio.run(copy(str(source), ro.url(0), options(tmp_path)))
+        assert str(refused.value) == (
+            f"destination LUN 0 of {ro.iqn} is write-protected: its target exports it "
+            "read-only (MODE SENSE reports WP); nothing was written"
+        )
+        assert asyncio.run(reservations(ro)) == ([], None)
+    assert sha(lun) == before
+
+
 def test_a_local_destination_out_of_space_is_said_in_words_and_nothing_else_is_logged(
     tmp_path: Path, source: Path, small_fs: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
