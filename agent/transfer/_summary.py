@@ -210,9 +210,10 @@ def _hold_line(s: CopySummary) -> str:
     if not s.hold_lapses:
         return _HOLD_LINES[s.hold]
     after = " (the end check hashed all of it after)" if s.verified else ""
+    how = _HOLD_LINES[s.hold].partition(":")[0]  # "held by a persistent reservation"
     return (
-        f"held by a persistent {s.hold}, but {'; '.join(s.hold_lapses)}: other initiators "
-        f"could write the destination then{after}"
+        f"{how}, but {'; '.join(s.hold_lapses)}: other initiators could write the "
+        f"destination then{after}"
     )
 
 

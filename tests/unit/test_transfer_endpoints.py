@@ -118,6 +118,24 @@ def test_the_summary_s_tables_keep_their_columns_under_long_stream_names() -> No
     assert path_header.index("bytes") + len("bytes") == path.index("117440512") + 9
 
 
+@pytest.mark.parametrize(
+    ("hold", "how"),
+    [
+        ("reservation", "held by a persistent reservation"),
+        ("registration", "held by registration only"),
+    ],
+)
+def test_a_hold_lost_for_a_time_is_said_with_how_the_copy_held_it(hold: str, how: str) -> None:
+    summary = CopySummary(
+        "src", "dst", 0, 8 << 20, 8 << 20, 1.0, "ab" * 16, True, 8 << 20, 0, 0, 0, 0, "ck"
+    )
+    summary.hold, summary.hold_lapses = hold, ["LUN 0: not held from 1.00 s to 2.00 s (why)"]
+    assert (
+        f"{how}, but LUN 0: not held from 1.00 s to 2.00 s (why): other initiators could "
+        "write the destination then (the end check hashed all of it after)"
+    ) in format_summary(summary)
+
+
 def test_summary_tells_the_warm_sessions_and_the_first_write() -> None:
     summary = CopySummary(
         "src", "dst", 0, 8 << 20, 8 << 20, 1.0, "ab" * 16, True, 8 << 20, 0, 0, 0, 0, "ck"
