@@ -85,9 +85,10 @@ class ProgressPrinter:
             self.stream.flush()
 
 
-def interrupted(last: Progress | None, checkpoint: str | None) -> str:
+def interrupted(last: Progress | None, checkpoint: str | None, *, held: bool = True) -> str:
     """What a user who stopped a copy (Ctrl-C) is told: how far it got, and that it
-    goes on or is given up by the same command with ``--resume`` or ``--release``."""
+    goes on with ``--resume``; where it ``held`` a remote destination, that the hold
+    stays for that and ``--release`` gives the copy up."""
     where = f"in {checkpoint}" if checkpoint else "in its checkpoint"
     if last is None:
         done = "before its first extent"
@@ -96,7 +97,9 @@ def interrupted(last: Progress | None, checkpoint: str | None) -> str:
             f"with {last.extents_done} of {last.extents_total} extents done "
             f"({human_bytes(last.done_bytes)} of {human_bytes(last.total_bytes)}), kept {where}"
         )
+    if not held:
+        return f"interrupted {done}; the same command with --resume goes on from there"
     return (
-        f"interrupted {done}; a remote destination stays held for the copy: the same "
+        f"interrupted {done}; its remote destination stays held for the copy: the same "
         "command with --resume goes on from there, with --release gives the copy up"
     )

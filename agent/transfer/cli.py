@@ -269,7 +269,9 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         printer.finish()
         checkpoint = str(args.checkpoint) if args.checkpoint else None
-        print(f"reservoir copy: {interrupted(printer.last, checkpoint)}", file=sys.stderr)
+        held = any(dest.startswith("iscsi://") for dest in args.dest)
+        said = interrupted(printer.last, checkpoint, held=held)
+        print(f"reservoir copy: {said}", file=sys.stderr)
         return 130
     printer.finish()
     print(format_summary(summary))

@@ -723,7 +723,7 @@ def test_ctrl_c_says_how_far_the_copy_got_and_how_to_go_on(
     assert proc.returncode == 130
     said = re.search(r"reservoir copy: interrupted with (\d+) of 64 extents done \(", err)
     assert said is not None, err
-    assert f"kept in {checkpoint}; a remote destination stays held for the copy: the same " in err
+    assert f"kept in {checkpoint}; its remote destination stays held for the copy: the same " in err
     assert "with --resume goes on from there, with --release gives the copy up" in err
     assert int(said[1]) >= 1
     resume = options(tmp_path, resume=True, extent_size=1 << 20, streams=2)

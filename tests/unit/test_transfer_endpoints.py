@@ -80,12 +80,16 @@ def test_progress_line_and_throttle() -> None:
 def test_an_interrupted_copy_says_how_far_it_got_from_the_last_progress_seen() -> None:
     printer = ProgressPrinter(io.StringIO())
     assert interrupted(printer.last, None).startswith(
-        "interrupted before its first extent; a remote destination stays held"
+        "interrupted before its first extent; its remote destination stays held"
     )
     printer(progress(50 << 20))
     printer(progress(60 << 20))  # not printed (throttled), but the one to tell
     assert interrupted(printer.last, "/var/lib/c.json").startswith(
         "interrupted with 1 of 10 extents done (60.0 MiB of 100.0 MiB), kept in /var/lib/c.json;"
+    )
+    assert interrupted(printer.last, None, held=False) == (
+        "interrupted with 1 of 10 extents done (60.0 MiB of 100.0 MiB), kept in its checkpoint; "
+        "the same command with --resume goes on from there"
     )
 
 
