@@ -373,7 +373,7 @@ class RemoteSide:
         self.destination = destination  # its reservations are read, to hold it
         self.hold: int | None = None  # the copy's reservation key, once held (see _hold)
         self.hold_kind = ""  # RESERVED, or REGISTERED where the target needs it (_hold)
-        self._holder: Session | None = None  # the session that reserved, while in
+        self.holder: Session | None = None  # the session that reserved, while in
         self._writers_checked = False  # whether a non-holder tried its harmless write
         self._hold_lock = asyncio.Lock()
         self.pr_state = PrState()
@@ -396,7 +396,7 @@ class RemoteSide:
         self._clearer: Session | None = None  # the session that sent it
         self._retired: dict[Session, None] = {}  # to give back at close, in order
         self._armed = False  # the probe armed the target's receipts
-        self.hold_watch = HoldWatch(label, where.lun, time.monotonic())
+        self.hold_watch = HoldWatch(self, where.lun, time.monotonic())
 
     def _key(self, path: PathSpec | None) -> SessionKey:
         return SessionKey(
@@ -514,7 +514,7 @@ class RemoteSide:
             *(pr_register(s, lun, hold) for s in others if hold is not None),
             return_exceptions=True,
         )
-        self._holder = session if claimed is True else None  # the nexus holding it now
+        self.holder = session if claimed is True else None  # the nexus holding it now
         try:
             if isinstance(facts, BaseException):
                 raise facts
@@ -562,7 +562,7 @@ class RemoteSide:
     @property
     def holds_reservation(self) -> bool:
         """Whether a session of this copy holds the LUN's reservation (its claim won)."""
-        return self._holder is not None
+        return self.holder is not None
 
     async def _facts(self, session: Session) -> None:
         lun = self.where.lun
@@ -596,10 +596,9 @@ class RemoteSide:
         resumed = settle(self.pr_state, key, claimed, self.label)
         self.hold, self.hold_kind = key, RESERVED
         # a resumed copy's holder was a session of the run before
-        self._holder = None if resumed else self._prober
+        self.holder = None if resumed else self._prober
         ok = (s for s, answer in zip(others, answers, strict=True) if answer is None)
         self._holding.update(s for s in (self._prober, *ok) if s is not None)
-        self.hold_watch.held(key, RESERVED, self._holder)
         for session in self._holding:
             self.hold_watch.watch(session)
         log.info("%s held for the copy (reservation key 0x%016x)", self.label, key)
@@ -611,11 +610,10 @@ class RemoteSide:
         if not self._registered:
             return
         lun = self.where.lun
-        done = await unclaim(list(self._registered), self._holder, lun)
+        done = await unclaim(list(self._registered), self.holder, lun)
         self._registered.difference_update(done)
         self._holding.clear()
-        self.hold, self.hold_kind, self._holder = None, "", None
-        self.hold_watch.held(None, "", None)
+        self.hold, self.hold_kind, self.holder = None, "", None
 
     async def _stop_registering(self) -> None:
         """No session registers any more: those still logging in are let go, those
@@ -646,11 +644,10 @@ class RemoteSide:
                 return
             lun = self.where.lun
             if not await writes_allowed(session, lun, self.block_size):
-                if self._holder is None:
+                if self.holder is None:
                     raise holder_gone(self.label, self.hold)
-                await hold_by_registration(self._holder, lun, self.hold, self.label)
+                await hold_by_registration(self.holder, lun, self.hold, self.label)
                 self.hold_kind = REGISTERED
-                self.hold_watch.held(self.hold, REGISTERED, None)
             self._writers_checked = True
 
     def _early_in(self) -> list[Session]:
@@ -696,7 +693,7 @@ class RemoteSide:
             self._holding.add(session)
         if self.hold is not None:
             self.hold_watch.watch(session)
-        if self.hold is not None and session is not self._holder:
+        if self.hold is not None and session is not self.holder:
             await self._check_writers(session)
         if self.login.on_session is not None:
             self.login.on_session(stream, session)

@@ -27,6 +27,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol
 
 from reservoir.agent.initiator import (
     WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
@@ -71,31 +72,33 @@ class Lapse:
         return f"not held from {self.lost:.2f} s to {self.back:.2f} s ({self.why})"
 
 
+class HeldLun(Protocol):
+    """The destination a watch is for: how the copy holds it now, read at each
+    judgement (``hold`` None: not held), and the session holding its reservation,
+    which the watch changes where it reserves again from another."""
+
+    label: str
+    hold: int | None
+    hold_kind: str
+    holder: Session | None
+
+
 class HoldWatch:
     """Listens to the unit attentions of a held LUN's sessions and judges the hold
     again after one that may have taken it (see the module)."""
 
-    def __init__(self, label: str, lun: int, began: float) -> None:
-        self.label, self.lun, self.began = label, lun, began
-        self.key: int | None = None  # the copy's reservation key, while held
-        self.kind = ""  # RESERVED or REGISTERED
-        self.holder: Session | None = None  # the session holding the reservation
+    def __init__(self, side: HeldLun, lun: int, began: float) -> None:
+        self.side, self.lun, self.began = side, lun, began
         self.lapses: list[Lapse] = []
         self.failure: HoldError | None = None
-        self._sessions: dict[Session, None] = {}  # registered under the key, in order
+        # registered under the key, in order, with when it was (or was again)
+        self._sessions: dict[Session, float] = {}
         self._heard: tuple[Session, str, float] | None = None  # the first not yet judged
         self._judging: asyncio.Task[None] | None = None
-        self._since = began  # when the LUN was held
-
-    def held(self, key: int | None, kind: str, holder: Session | None) -> None:
-        """How the LUN is held now (``key`` None: not any more)."""
-        if self.key is None:
-            self._since = time.monotonic()
-        self.key, self.kind, self.holder = key, kind, holder
 
     def watch(self, session: Session) -> None:
         """``session`` is registered under the key: its attentions are listened to."""
-        self._sessions[session] = None
+        self._sessions.setdefault(session, time.monotonic())
         session.on_attention = partial(self._attention, session)
 
     async def stop(self) -> None:
@@ -123,9 +126,9 @@ class HoldWatch:
 
     def _attention(self, session: Session, lun: int, attention: ScsiError) -> None:
         why = shaken_by(attention)
-        if lun != self.lun or why is None or self.key is None or self.failure is not None:
+        if lun != self.lun or why is None or self.side.hold is None or self.failure is not None:
             return
-        log.info("%s: %s: its hold is checked again", self.label, why)
+        log.info("%s: %s: its hold is checked again", self.side.label, why)
         if self._heard is None:
             self._heard = (session, why, self._lost_at(session, attention))
         if self._judging is None:
@@ -133,12 +136,12 @@ class HoldWatch:
 
     def _lost_at(self, session: Session, attention: ScsiError) -> float:
         """When the hold may have gone: for a reset heard on a session that logged in
-        again while the LUN was held, when its connection dropped (the target may have
+        again since it registered, when its connection dropped (the target may have
         gone then); else now (a CLEAR or PREEMPT comes between two commands)."""
-        dropped = session.dropped_at
-        if attention.asc == RESET_ASC and dropped is not None and dropped > self._since:
-            return dropped
-        return time.monotonic()
+        dropped, registered = session.dropped_at, self._sessions.get(session)
+        if attention.asc != RESET_ASC or dropped is None or registered is None:
+            return time.monotonic()
+        return dropped if dropped > registered else time.monotonic()
 
     async def _judge_all(self) -> None:
         try:
@@ -152,11 +155,12 @@ class HoldWatch:
             self._judging = None
 
     async def _judge(self, session: Session, why: str, at: float) -> None:
-        assert self.key is not None
+        key = self.side.hold
+        assert key is not None
         state = await read_pr_state(session, self.lun)
-        key, ours = self.key, (self.key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
-        if key in state.keys and (self.kind != RESERVED or state.reservation == ours):
-            log.info("%s: still held under the copy's key (0x%016x)", self.label, key)
+        ours = (key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+        if key in state.keys and (self.side.hold_kind != RESERVED or state.reservation == ours):
+            log.info("%s: still held under the copy's key (0x%016x)", self.side.label, key)
             return
         others = {k for k in state.keys if k != key}
         if state.reservation is not None and state.reservation[0] != key:
@@ -164,33 +168,33 @@ class HoldWatch:
         if others:
             listed = ", ".join(f"0x{k:016x}" for k in sorted(others))
             return self._fail(f"its hold was taken by another initiator ({why}; keys {listed})")
-        await self._hold_again()
-        self._since = time.monotonic()
-        lapse = Lapse(at - self.began, self._since - self.began, why)
+        await self._hold_again(key)
+        lapse = Lapse(at - self.began, time.monotonic() - self.began, why)
         self.lapses.append(lapse)
         log.warning(
             "%s: %s; held again under the copy's key: other initiators could write it "
             "meanwhile (the end check hashes the whole destination)",
-            self.label,
+            self.side.label,
             lapse.describe(),
         )
 
-    async def _hold_again(self) -> None:
+    async def _hold_again(self, key: int) -> None:
         """Every session registers again, then one reserves (a target without the
         reservation lets every registered session write)."""
-        assert self.key is not None
         sessions = list(self._sessions)
         answers = await asyncio.gather(
-            *(pr_register(s, self.lun, self.key) for s in sessions), return_exceptions=True
+            *(pr_register(s, self.lun, key) for s in sessions), return_exceptions=True
         )
         live = [s for s, answer in zip(sessions, answers, strict=True) if answer is None]
         if not live:
             raise next(a for a in answers if isinstance(a, BaseException))
-        if self.kind == RESERVED:
-            holder = self.holder if self.holder in live else live[0]
-            await pr_reserve(holder, self.lun, self.key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
-            self.holder = holder
+        now = time.monotonic()
+        self._sessions.update(dict.fromkeys(live, now))  # a drop before now is counted
+        if self.side.hold_kind == RESERVED:
+            holder = self.side.holder if self.side.holder in live else live[0]
+            await pr_reserve(holder, self.lun, key, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+            self.side.holder = holder
 
     def _fail(self, why: str) -> None:
-        self.failure = HoldError(f"{self.label}: {why}")
+        self.failure = HoldError(f"{self.side.label}: {why}")
         log.error("%s", self.failure)
