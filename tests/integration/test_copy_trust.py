@@ -24,6 +24,7 @@ from reservoir.agent.initiator import (
     WRITE_EXCLUSIVE_REGISTRANTS_ONLY,
     ScsiError,
     Session,
+    pr_clear,
     pr_read_keys,
     pr_read_reservation,
     pr_register,
@@ -43,7 +44,7 @@ from reservoir.agent.transfer._stream import PieceHasher
 from reservoir.agent.transfer._summary import format_summary
 from reservoir.lab.peers import ReservoirTarget, reservoir_command
 
-from .gates import copy_cancelled_after
+from .gates import WriteGate, copy_cancelled_after
 
 pytestmark = pytest.mark.integration
 
@@ -607,3 +608,75 @@ def test_a_resume_after_its_source_changed_in_one_extent_sends_only_that_extent(
     assert summary.verified and summary.changed_since_checkpoint == 1
     assert summary.skipped_extents == len(done) - 1
     assert sha(lun) == sha(source)
+
+
+# ---------------------------------------------------------------- a hold lost while the copy writes
+# (agent/transfer/_hold_watch): another initiator's CLEAR is answered by holding the LUN
+# again, and said in the summary; a hold another initiator takes stops the copy. The
+# copy's writes are held at a known point by a WriteGate while the other initiator acts.
+# (A target killed and restarted under a copy: test_copy.py.)
+
+WATCHED_EXTENT = 1 << 20
+OTHER_KEY = 0x0BAD_C0FFEE
+
+
+async def other_initiator(target: ReservoirTarget, *, take: bool) -> None:
+    """Another host clears the LUN's reservations (registering first, as CLEAR needs),
+    and with ``take`` reserves it for itself."""
+    async with await Session.open(
+        "127.0.0.1", target.port, target.iqn, initiator_name=OTHER
+    ) as other:
+        await pr_register(other, 0, OTHER_KEY)
+        await pr_clear(other, 0, OTHER_KEY)
+        if take:
+            await pr_register(other, 0, OTHER_KEY)
+            await pr_reserve(other, 0, OTHER_KEY, WRITE_EXCLUSIVE_REGISTRANTS_ONLY)
+
+
+async def copy_with_another_initiator(
+    tmp_path: Path, source: Path, target: ReservoirTarget, *, take: bool
+) -> CopySummary:
+    """A copy whose writes are held after 8 MiB while the other initiator acts."""
+    gate = WriteGate(passing=8 * WATCHED_EXTENT)
+    opts = options(tmp_path, extent_size=WATCHED_EXTENT, on_session=gate)
+    running = asyncio.create_task(copy(str(source), target.url(0), opts))
+    while len(gate.held) < 2:  # both streams wait at the gate: the copy holds the LUN
+        assert not running.done(), "the copy ended before its writes were held"
+        await asyncio.sleep(0.01)
+    await other_initiator(target, take=take)
+    gate.open()
+    return await running
+
+
+def test_a_hold_another_initiator_clears_is_taken_again_and_said(
+    tmp_path: Path,
+    source: Path,
+    lun: Path,
+    target: ReservoirTarget,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "reservoir.copy")
+    summary = asyncio.run(copy_with_another_initiator(tmp_path, source, target, take=False))
+    assert summary.verified and sha(lun) == sha(source)
+    said = format_summary(summary)
+    assert "no other initiator could write the destination meanwhile" not in said
+    assert "other initiators could write the destination then" in said
+    assert "could not release" not in caplog.text  # the copy's own CLEAR went through
+    (lapse,) = summary.hold_lapses
+    assert lapse.startswith(f"destination LUN 0 of {target.iqn}: not held from ")
+    assert "another initiator cleared or preempted the reservation (unit attention 2Ah/03h)" in (
+        lapse
+    )
+    assert "held again under the copy's key" in caplog.text
+    assert asyncio.run(reservations(target)) == ([], None)
+
+
+def test_a_hold_another_initiator_takes_stops_the_copy_and_leaves_theirs(
+    tmp_path: Path, source: Path, lun: Path, target: ReservoirTarget
+) -> None:
+    with pytest.raises(CopyError) as stopped:
+        asyncio.run(copy_with_another_initiator(tmp_path, source, target, take=True))
+    assert f"destination LUN 0 of {target.iqn}" in str(stopped.value)
+    assert "another initiator" in str(stopped.value)
+    keys, reservation = asyncio.run(reservations(target))
+    assert reservation == (OTHER_KEY, WRITE_EXCLUSIVE_REGISTRANTS_ONLY) and keys == [OTHER_KEY]
