@@ -184,24 +184,7 @@ async def copy(
     set, ``options.stripe_unit`` bytes a unit); raises :class:`CopyError`."""
     began = time.monotonic()
     dests = [dest] if isinstance(dest, str) else list(dest)
-    if options.streams < 1:
-        raise CopyError("--streams must be at least 1")
-    if options.extent_size < MIN_EXTENT_SIZE:
-        raise CopyError(
-            f"extent size {options.extent_size}: at least {MIN_EXTENT_SIZE} bytes (an "
-            "extent is a stream's unit of work, hash and checkpoint)"
-        )
-    if not dests:
-        raise CopyError("no destination")
-    if len(dests) > 1 and (options.paths or options.binds):
-        raise CopyError(
-            "--path and --bind name the portals of one destination server; "
-            "with several destinations each is reached at its own URL"
-        )
-    if options.mutual_chap is not None and options.chap is None:
-        raise CopyError("mutual CHAP needs the initiator's CHAP credentials too (--chap)")
-    if options.verification not in VERIFICATIONS:
-        raise CopyError(f"verification {options.verification!r}: one of {', '.join(VERIFICATIONS)}")
+    _check_options(options, dests)
     login = Login(
         options.initiator_name,
         options.chap,
@@ -235,6 +218,28 @@ async def copy(
             )
         finally:
             await src.close()
+
+
+def _check_options(options: CopyOptions, dests: Sequence[str]) -> None:
+    """CopyError for options no copy can run with, before anything is opened."""
+    if options.streams < 1:
+        raise CopyError("--streams must be at least 1")
+    if options.extent_size < MIN_EXTENT_SIZE:
+        raise CopyError(
+            f"extent size {options.extent_size}: at least {MIN_EXTENT_SIZE} bytes (an "
+            "extent is a stream's unit of work, hash and checkpoint)"
+        )
+    if not dests:
+        raise CopyError("no destination")
+    if len(dests) > 1 and (options.paths or options.binds):
+        raise CopyError(
+            "--path and --bind name the portals of one destination server; "
+            "with several destinations each is reached at its own URL"
+        )
+    if options.mutual_chap is not None and options.chap is None:
+        raise CopyError("mutual CHAP needs the initiator's CHAP credentials too (--chap)")
+    if options.verification not in VERIFICATIONS:
+        raise CopyError(f"verification {options.verification!r}: one of {', '.join(VERIFICATIONS)}")
 
 
 @contextlib.contextmanager
