@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
+from reservoir.server.app import leg_summary
 from reservoir.server.clients.errors import ClientError
 
 if TYPE_CHECKING:  # imported on use: other ``reservoir`` commands must not pay for httpx
@@ -301,12 +301,12 @@ def format_legs(t: TransferPublic, agents: dict[str, str], links: dict[str, str]
             str(leg.streams),
             ",".join(links.get(p, p) for p in leg.paths) or DASH,
             leg.state.value,
+            leg_summary.verified_words(leg.summary) or DASH,
         ]
         for leg in t.legs
     ]
-    return format_table(
-        ["LEG", "SOURCE", "DESTINATION", "BYTES", "DONE", "STREAMS", "PATHS", "STATE"], rows
-    )
+    headers = ["LEG", "SOURCE", "DESTINATION", "BYTES", "DONE", "STREAMS", "PATHS", "STATE"]
+    return format_table([*headers, "VERIFICATION"], rows)
 
 
 def format_events(events: Sequence[TransferEventPublic]) -> list[str]:
@@ -345,6 +345,8 @@ def format_status(
     for leg in t.legs:
         if leg.last_error:
             lines.append(f"  leg {leg.index}: {leg.last_error}")
+        if lapses := leg_summary.lapse_warning(leg.summary):
+            lines.append(f"  leg {leg.index}: {lapses}")
     if events:
         lines += ["", f"last {len(events)} events:", *format_events(events)]
     return lines
@@ -688,8 +690,6 @@ def run_action(
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if getattr(args, "verbose", 0) < 1:  # httpx logs every request at INFO
-        logging.getLogger("httpx").setLevel(logging.WARNING)
     args.json = getattr(args, "json", False)
     prog = f"{prog_name} {args.action}"
     server, token = connection(args)

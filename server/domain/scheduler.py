@@ -55,7 +55,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from reservoir.common.aio import wait_event
-from reservoir.server.app import events
+from reservoir.server.app import events, leg_summary
 from reservoir.server.app.agent_client import (
     AgentClient,
     AgentError,
@@ -183,13 +183,18 @@ def _under_way(out: Outcome) -> bool:
 
 
 def _summary_line(summary: Json | None) -> str:
+    """What a leg's completed event says of its copy: verified or not, what the
+    checkpoint spared and what went twice, and when its destination was not held."""
     if not summary:
         return ""
-    return (
-        f": skipped {summary.get('skipped_extents', 0)} extents "
+    line = (
+        f", {leg_summary.verified_words(summary)}: "
+        f"skipped {summary.get('skipped_extents', 0)} extents "
         f"({summary.get('skipped_bytes', 0)} bytes) from the checkpoint, "
         f"resent {summary.get('resent_bytes', 0)} bytes"
     )
+    lapses = leg_summary.lapse_warning(summary)
+    return f"{line}; {lapses}" if lapses else line
 
 
 class AgentScheduler:

@@ -345,3 +345,26 @@ def test_a_coordinator_restart_mid_transfer_completes_without_resending(site: Si
     assert sum(leg["summary"]["skipped_extents"] for leg in legs) > 0
     assert all(leg["summary"]["resent_bytes"] <= 4 * MiB for leg in legs)
     assert any("resumed copy" in e for e in history)
+
+
+def test_a_destination_agent_restarted_mid_transfer_is_ridden_out_and_its_lapse_said(
+    site: Site,
+) -> None:
+    """The destination agent (its target) stops and starts again while the legs write:
+    their sessions log in again, the LUNs are held again, the transfer completes
+    verified, and each leg's completed event says when its destination was not held."""
+    with agent(site.a), coordinator(site) as c:
+        with agent(site.b):
+            tid = site.register(c)["id"]
+            wait(c, tid, midway)
+        time.sleep(1.0)  # the target is down: the legs' sessions retry their logins
+        with agent(site.b):
+            done = wait(c, tid, completed)
+            history = events(c, tid)
+    site.assert_copied()
+    assert all(leg["summary"]["verified"] for leg in done["legs"])
+    lapsed = [leg for leg in done["legs"] if leg["summary"]["hold_lapses"]]
+    assert lapsed, [leg["summary"] for leg in done["legs"]]
+    said = [e for e in history if " completed (" in e]
+    assert len(said) == 2 and all(", verified (storage):" in e for e in said)
+    assert any("not held from" in e and "other initiators could write" in e for e in said), said

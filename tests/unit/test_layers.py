@@ -54,6 +54,7 @@ LAYERS: dict[str, float] = {
     "reservoir.server.app.campaign_models": 4.0,
     "reservoir.server.app.errors": 4.0,
     "reservoir.server.app.events": 4.0,
+    "reservoir.server.app.leg_summary": 4.0,  # what a leg's copy summary says (events, CLI)
     "reservoir.server.app.webhooks": 4.0,  # deliveries queued with a state's change (events)
     "reservoir.server.app.agent_client": 4.0,
     "reservoir.server.domain": 4.1,

@@ -334,6 +334,30 @@ def test_legs_start_run_and_complete_with_progress_and_events(world: World) -> N
     assert len(creates) == 2
 
 
+def test_a_legs_completed_event_says_how_it_was_verified_and_when_it_was_not_held(
+    world: World,
+) -> None:
+    tid = two_by_two(world)["id"]
+    world.tick()
+    lapse = "destination LUN 0 of iqn.x: not held from 1.20 s to 4.50 s (the target restarted)"
+    summaries = {
+        0: {"verified": True, "mode": "storage", "hold_lapses": [lapse]},
+        1: {"verified": False, "mode": ""},
+    }
+    for leg, extra in summaries.items():
+        world.agents.finish("a", f"{tid}-leg{leg}")
+        world.agents.copies["a", f"{tid}-leg{leg}"]["summary"].update(extra)
+    world.tick()
+    said = {e.split(" completed ")[0]: e for e in world.events(tid) if " completed (" in e}
+    assert said["leg 0"].startswith("leg 0 completed (16777216 bytes), verified (storage):")
+    assert said["leg 0"].endswith(
+        f"; {lapse}: other initiators could write the destination then "
+        "(the end check hashed all of it after)"
+    )
+    assert said["leg 1"].startswith("leg 1 completed (16777216 bytes), not verified:")
+    assert "not held" not in said["leg 1"]
+
+
 def test_an_unreachable_agent_is_waited_for_with_one_event(world: World) -> None:
     world.agents.down.add("a")
     tid = two_by_two(world)["id"]

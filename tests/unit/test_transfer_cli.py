@@ -312,6 +312,25 @@ def test_status_says_how_the_transfer_is_verified() -> None:
     assert "verify off" in "\n".join(tc.format_status(t, {}, {}, {}, []))
 
 
+def test_status_says_whether_each_completed_leg_was_verified_and_when_it_was_not_held() -> None:
+    data = transfer_json("running", ("completed", "completed", "running"))
+    lapse = "destination LUN 0 of iqn.x: not held from 1.20 s to 4.50 s (the target restarted)"
+    data["legs"][0]["summary"] = {"verified": True, "mode": "receipt", "hold_lapses": [lapse]}
+    data["legs"][1]["summary"] = {"verified": False, "mode": ""}
+    lines = tc.format_status(TransferPublic.model_validate(data), {}, {}, {}, [])
+    header = next(ln for ln in lines if ln.startswith("LEG "))
+    assert header.split()[-1] == "VERIFICATION"
+    rows = {ln.split()[0]: ln for ln in lines if ln[:1].isdigit()}
+    assert rows["0"].endswith("completed  verified (receipt)")
+    assert rows["1"].endswith("completed  not verified")
+    assert rows["2"].endswith("running    -")
+    assert (
+        f"  leg 0: {lapse}: other initiators could write the destination then (the end "
+        "check hashed all of it after)" in lines
+    )
+    assert not any(ln.startswith("  leg 1:") for ln in lines)
+
+
 # ---------------------------------------------------------------- the client's errors
 
 
