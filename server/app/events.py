@@ -1,8 +1,10 @@
-"""Transfer events: every state change (and, later, every scheduler and equalizer
-decision) is a row with its time and a human-readable detail."""
+"""Transfer events: every state change and scheduler decision is a row with its time
+and a human-readable detail, and a line of the coordinator's log (a failure a
+warning), so an operator following the service's log sees each transfer's history."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -12,6 +14,8 @@ from reservoir.server.app.models import TransferState
 from reservoir.server.app.tables import Transfer, TransferEvent, utcnow
 
 __all__ = ["record", "stamp"]
+
+log = logging.getLogger("reservoir.server.transfers")
 
 
 def record(
@@ -39,7 +43,16 @@ def record(
         detail=detail[:4096],
     )
     session.add(event)
+    _log(transfer, kind, detail, from_state, to_state)
     return event
+
+
+def _log(
+    transfer: Transfer, kind: str, detail: str, from_state: str | None, to_state: str | None
+) -> None:
+    change = f"{from_state or '(new)'} -> {to_state}: " if to_state is not None else ""
+    level = logging.WARNING if to_state == TransferState.FAILED.value else logging.INFO
+    log.log(level, "transfer %s: %s%s", transfer.id, change, detail or kind)
 
 
 def stamp(transfer: Transfer, state: str, now: datetime) -> None:

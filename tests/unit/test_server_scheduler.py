@@ -4,6 +4,7 @@ the database with what the agents say (start, progress, pause, failures, restart
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -356,6 +357,24 @@ def test_a_legs_completed_event_says_how_it_was_verified_and_when_it_was_not_hel
     )
     assert said["leg 1"].startswith("leg 1 completed (16777216 bytes), not verified:")
     assert "not held" not in said["leg 1"]
+
+
+def test_each_event_of_a_transfer_is_a_line_of_the_coordinators_log_a_failure_a_warning(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="reservoir.server.transfers")
+    tid = two_by_two(world)["id"]
+    world.tick()
+    world.agents.copies["a", f"{tid}-leg0"].update(state="failed", last_error="target gone")
+    world.tick()
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (logging.INFO, f"transfer {tid}: (new) -> queued: created: 2 legs, {32 * MiB} "
+            "bytes from 'src' to 'dst'") in lines  # fmt: skip
+    assert (logging.INFO, f"transfer {tid}: started copy {tid}-leg0 on agent 'a'") in lines
+    failed = [text for level, text in lines if level == logging.WARNING]
+    assert len(failed) == 1 and failed[0].startswith(f"transfer {tid}: running -> failed: ")
+    assert "target gone" in failed[0]
+    assert len(lines) == len(world.events(tid))
 
 
 def test_an_unreachable_agent_is_waited_for_with_one_event(world: World) -> None:
