@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import os
 import signal
 import sys
@@ -131,7 +130,6 @@ def run_main(
     if why is not None:
         print(f"{PROG}: cannot build the lab here: {why}", file=sys.stderr)
         return 1
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API call otherwise
     # absolute: the agents' configuration files name each other by path
     out = (out if out is not None else default_out(campaign.name)).resolve()
     out.mkdir(parents=True, exist_ok=True)

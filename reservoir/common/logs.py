@@ -4,7 +4,9 @@ reservoir.agent.transfer.cli``) logs as the whole CLI does.
 
 The level follows ``-v`` and ``-q`` (each may be repeated): INFO by default (a copy's
 phases, a target's sessions); ``-v`` DEBUG for Reservoir's own loggers, ``-vv`` for
-every library too; ``-q`` WARNING, ``-qq`` ERROR.
+every library too; ``-q`` WARNING, ``-qq`` ERROR. Libraries that log a line for each
+request they make (httpx: an agent's heartbeats, the coordinator's polls of its agents)
+say it only from ``-v`` on: by default they would bury the lines that matter.
 
 A record logged while an HTTP API answers a request carries the request's id
 (:class:`~reservoir.common.request_id.RequestIdFilter`), which the JSON lines show as
@@ -23,6 +25,7 @@ __all__ = ["FORMATS", "JsonFormatter", "levels", "setup_logging"]
 
 FORMATS = ("text", "json")
 TEXT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+PER_REQUEST = ("httpx",)  # a line for every request at INFO
 
 
 class JsonFormatter(logging.Formatter):
@@ -61,6 +64,8 @@ def setup_logging(verbose: int = 0, quiet: int = 0, fmt: str = "text") -> None:
     root.addHandler(handler)
     root.setLevel(everything)
     logging.getLogger("reservoir").setLevel(ours)
+    for name in PER_REQUEST:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose > quiet else logging.WARNING)
 
 
 def levels(verbose: int, quiet: int) -> tuple[int, int]:

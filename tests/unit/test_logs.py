@@ -54,3 +54,23 @@ def test_the_command_logs_json_lines_and_q_keeps_only_warnings(tmp_path: object)
     assert "reservoir copy: source" in lines[-1]  # the error itself, as always
     quiet = _copy("-q", tmp=str(tmp_path))
     assert " INFO " not in quiet and "reservoir copy: source" in quiet
+
+
+def _logged_by_httpx(*flags: str) -> str:
+    code = (
+        "import logging, sys; from reservoir.common.logs import setup_logging; "
+        f"setup_logging({flags.count('-v')}, {flags.count('-q')}); "
+        "logging.getLogger('httpx').info('HTTP Request: POST /heartbeat'); "
+        "logging.getLogger('httpx').warning('a warning'); "
+        "logging.getLogger('reservoir.agent').info('an agent line')"
+    )
+    argv = [sys.executable, "-c", code]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stderr
+
+
+def test_a_librarys_line_for_each_request_shows_only_from_v_on() -> None:
+    plain = _logged_by_httpx()
+    assert "POST /heartbeat" not in plain
+    assert "a warning" in plain and "an agent line" in plain
+    assert "POST /heartbeat" in _logged_by_httpx("-v")
+    assert "POST /heartbeat" in _logged_by_httpx("-v", "-v")
