@@ -109,7 +109,7 @@ class Agent:
                 f"coordinator_ca_file {s.coordinator_ca_file}: {exc}"
             ) from None
         log.info("heartbeats to %s every %g s", s.coordinator, s.heartbeat_interval)
-        return Heartbeat(s.coordinator, token, s.heartbeat_interval, verify=verify)
+        return Heartbeat(s.coordinator, token, s.heartbeat_interval, verify=verify, name=s.name)
 
     def _open_caps(self) -> None:
         """The cwnd cap mechanism, opened before any copy makes a connection (the BPF

@@ -36,7 +36,9 @@ class Heartbeat:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         verify: ssl.SSLContext | bool = True,
+        name: str = "",
     ) -> None:
+        self.name = name  # the agent's, for what a refusal asks of its operator
         self.url = url.rstrip("/") + HEARTBEAT_PATH
         self._verify = verify
         self.interval = interval
@@ -72,7 +74,7 @@ class Heartbeat:
             reply = await client.post(
                 self.url, json={"status": "ok", "version": __version__}, headers=self._headers
             )
-            error = None if reply.status_code == 200 else _refusal(reply)
+            error = None if reply.status_code == 200 else _refusal(reply, self.name)
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if error is None:
@@ -88,9 +90,20 @@ class Heartbeat:
         return False
 
 
-def _refusal(reply: httpx.Response) -> str:
+def _refusal(reply: httpx.Response, name: str) -> str:
+    """The coordinator's answer, and for a token it does not know (an agent not yet
+    registered, or given another's token) what the operator checks."""
     try:
         detail = reply.json().get("detail", "")
     except ValueError:
         detail = reply.text[:200]
-    return f"HTTP {reply.status_code}: {detail}"
+    said = f"HTTP {reply.status_code}: {detail}"
+    if reply.status_code != 401:
+        return said
+    agent = name or "NAME"
+    return (
+        f"{said}: the coordinator knows agents by the tokens it derives from their names; "
+        f"is agent {agent!r} registered there (reservoir agent register {agent} --url URL), "
+        "and does coordinator_token_file hold the heartbeat token that "
+        f"'reservoir server agent-credentials {agent}' prints on the coordinator's host?"
+    )

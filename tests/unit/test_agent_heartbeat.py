@@ -28,7 +28,7 @@ def _beats(answers: list[int | Exception], caplog: pytest.LogCaptureFixture) -> 
             raise now
         return httpx.Response(now, json={"detail": "bad token"} if now != 200 else {})
 
-    beat = Heartbeat(URL, "hb-token", 1.0, transport=httpx.MockTransport(answer))
+    beat = Heartbeat(URL, "hb-token", 1.0, transport=httpx.MockTransport(answer), name="disk1")
 
     async def main() -> list[bool]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as c:
@@ -51,6 +51,9 @@ def test_heartbeats_log_when_they_start_failing_and_when_they_reach_again(
     assert [level for level, _ in said] == ["INFO", "WARNING", "WARNING", "INFO"]
     assert "ConnectError: connection refused" in said[1][1]
     assert "HTTP 401: bad token" in said[2][1]  # a new reason: said again
+    # what the operator checks: the registration, the token file
+    assert "is agent 'disk1' registered there (reservoir agent register disk1" in said[2][1]
+    assert "'reservoir server agent-credentials disk1'" in said[2][1]
 
 
 def _agent(status: str, last: datetime | None) -> Any:
