@@ -68,6 +68,9 @@ RATE_WINDOW = 10.0  # seconds of samples the rate is computed over
 PLAIN_INTERVAL = 5.0  # off a terminal, a line at most this often unless something changed
 DASH = "-"
 VERIFICATIONS = ("storage", "receipt")  # TransferBase.verification
+ID_LENGTH = 36  # a transfer's id: a UUID
+MIN_PREFIX = 4  # characters of an id that may stand for it
+ID_HELP = f"the transfer's id, or its first characters ({MIN_PREFIX} at least)"
 
 
 # ---------------------------------------------------------------- arguments
@@ -120,18 +123,18 @@ def register(sub: Sub) -> None:
     _label_option(listing, "KEY[=VALUE]", "transfers with this label (repeatable: all of them)")
     listing.add_argument("--agent", metavar="AGENT", help="an agent (name or id) of either set")
     status = actions.add_parser("status", parents=[common], help="a transfer, its legs, events")
-    status.add_argument("id", metavar="ID")
+    status.add_argument("id", metavar="ID", help=ID_HELP)
     status.add_argument(
         "--events", type=int, default=10, metavar="N", help="last N events (default 10)"
     )
     watch = actions.add_parser(
         "watch", parents=[common], help="live progress until the transfer ends"
     )
-    watch.add_argument("id", metavar="ID")
+    watch.add_argument("id", metavar="ID", help=ID_HELP)
     _interval_option(watch)
     for action in ("pause", "resume", "cancel"):
         a = actions.add_parser(action, parents=[common], help=f"{action} a transfer")
-        a.add_argument("id", metavar="ID")
+        a.add_argument("id", metavar="ID", help=ID_HELP)
     p.set_defaults(func=main)
 
 
@@ -625,9 +628,28 @@ def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> i
     return answer(out, args.json, transfers, lambda: format_list(transfers))
 
 
+def transfer_id(client: CoordinatorClient, ref: str) -> str:
+    """``ref`` when it is a whole id; else the one transfer whose id starts with it (as
+    ``transfer list`` shows them, a user copies the first characters)."""
+    if len(ref) >= ID_LENGTH:
+        return ref
+    if len(ref) < MIN_PREFIX:
+        raise ClientError(f"{ref!r}: give a transfer's id, or {MIN_PREFIX} characters of it")
+    found = [t.id for t in client.transfers() if t.id.startswith(ref.lower())]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ClientError(f"no transfer on the coordinator has an id starting with {ref!r}")
+    raise ClientError(
+        f"{len(found)} transfers have ids starting with {ref!r} "
+        f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}): give more of the id"
+    )
+
+
 def _status(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    t = client.transfer(args.id)
-    events = client.events(args.id)[-args.events :] if args.events > 0 else []
+    tid = transfer_id(client, args.id)
+    t = client.transfer(tid)
+    events = client.events(tid)[-args.events :] if args.events > 0 else []
     if args.json:
         dump(
             out,
@@ -642,11 +664,12 @@ def _status(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) ->
 
 
 def _watch(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    return watch(client, args.id, out, interval=args.interval, as_json=args.json)
+    tid = transfer_id(client, args.id)
+    return watch(client, tid, out, interval=args.interval, as_json=args.json)
 
 
 def _act(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> int:
-    t = client.act(args.id, args.action)
+    t = client.act(transfer_id(client, args.id), args.action)
     return answer(out, args.json, t, lambda: [f"transfer {t.id}: {t.state.value}"])
 
 

@@ -461,10 +461,9 @@ def test_watch_json_writes_one_record_per_sample() -> None:
 
 
 def run_main(monkeypatch: pytest.MonkeyPatch, handler: Handler, *argv: str) -> tuple[int, str, str]:
-    real = client_mod.CoordinatorClient
-
     def make(url: str, token: str | None = None) -> CoordinatorClient:
-        return real(url, token, transport=httpx.MockTransport(handler))
+        # the class imported above: a second call finds client_mod's replaced
+        return CoordinatorClient(url, token, transport=httpx.MockTransport(handler))
 
     monkeypatch.setattr(client_mod, "CoordinatorClient", make)
     out, err = io.StringIO(), io.StringIO()
@@ -505,6 +504,30 @@ def test_main_start_resolves_names_and_prints_the_id_and_legs(
     assert out.splitlines()[2].split()[:3] == ["0", "a0:vol0", "agent-b0:vol0"]
     assert posted[0]["source"] == "set-a" and posted[0]["destination"] == "set-b"
     assert posted[0]["streams_per_pair"] == 4 and posted[0]["pacing"]["policy"] == "per-nic"
+
+
+def test_a_transfer_is_named_by_the_first_characters_of_its_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = "0b7e9999-0000-4000-8000-000000000000"  # shares 4 characters with TID
+    acted: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/transfers":
+            return httpx.Response(200, json=[transfer_json(), {**transfer_json(), "id": other}])
+        acted.append(request.url.path)
+        return httpx.Response(200, json=transfer_json("paused", ("paused", "paused")))
+
+    rc, out, _ = run_main(monkeypatch, handler, "pause", TID[:8])
+    assert (rc, out, acted) == (0, f"transfer {TID}: paused\n", [f"/api/v1/transfers/{TID}/pause"])
+    rc, _, err = run_main(monkeypatch, handler, "pause", TID[:4])
+    assert rc == 1 and acted == [f"/api/v1/transfers/{TID}/pause"]  # nothing paused
+    assert f"2 transfers have ids starting with '0b7e' ({TID}, {other}): give more" in err
+    rc, _, err = run_main(monkeypatch, handler, "cancel", "0b7")
+    assert rc == 1 and "'0b7': give a transfer's id, or 4 characters of it" in err
+    rc, _, err = run_main(monkeypatch, handler, "status", "ffff")
+    assert rc == 1 and "no transfer on the coordinator has an id starting with 'ffff'" in err
+    assert len(acted) == 1
 
 
 def test_main_start_with_an_unknown_set_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
