@@ -57,6 +57,7 @@ from reservoir.agent.transfer import (
     CopySummary,
     JumpStart,
     Progress,
+    RemoteUnreachableError,
     StreamCaps,
 )
 from reservoir.agent.transfer import copy as engine_copy
@@ -127,6 +128,7 @@ class CopyJob:
     updated: float = field(default_factory=time.time)
     progress: ProgressPublic = field(default_factory=ProgressPublic)
     last_error: str | None = None
+    retryable: bool = False  # failed with RemoteUnreachableError: a resume may go on
     summary: dict[str, Any] | None = None
     caps: CapsBase | None = None
     runs: int = 0
@@ -148,6 +150,7 @@ class CopyJob:
             "updated": self.updated,
             "progress": self.progress.model_dump(mode="json"),
             "last_error": self.last_error,
+            "retryable": self.retryable,
             "summary": self.summary,
             "caps": None if self.caps is None else self.caps.model_dump(mode="json"),
             "runs": self.runs,
@@ -168,6 +171,7 @@ class CopyJob:
             updated=float(data["updated"]),
             progress=ProgressPublic.model_validate(data.get("progress") or {}),
             last_error=data.get("last_error"),
+            retryable=bool(data.get("retryable", False)),
             summary=data.get("summary"),
             caps=None if caps is None else CapsBase.model_validate(caps),
             runs=int(data.get("runs", 0)),
@@ -452,7 +456,7 @@ class CopyManager:
         return job
 
     def _start(self, job: CopyJob) -> None:
-        job.last_error = None
+        job.last_error, job.retryable = None, False
         job.telemetry_from = _size(self.telemetry_path(job.id))  # this run's records follow
         self._save(job)
         job.task = asyncio.get_running_loop().create_task(
@@ -520,6 +524,7 @@ class CopyManager:
             self._finish(job, job.intent)
         except CopyError as exc:
             log.error("copy %s failed: %s", job.id, exc)
+            job.retryable = isinstance(exc, RemoteUnreachableError)
             self._finish(job, CopyState.FAILED, str(exc))
         except Exception as exc:
             log.exception("copy %s failed", job.id)

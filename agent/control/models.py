@@ -261,6 +261,11 @@ class CopyPublic(CopyBase):
     chap_user: str | None = None
     progress: ProgressPublic
     last_error: str | None = None
+    retryable: bool = Field(
+        default=False,
+        description="failed, but for a side that could not be reached or whose streams "
+        "were all lost: resumed once it answers again, the copy goes on from its checkpoint",
+    )
     summary: dict[str, Any] | None = None
     caps: CapsPublic | None = None
     checkpoint: str

@@ -11,7 +11,7 @@ from reservoir.agent.transfer._caps import Capper, StreamCaps
 from reservoir.agent.transfer._checkpoint import Checkpoint, CheckpointError, CopyKey
 from reservoir.agent.transfer._endpoints import PathSpec, RemoteLun, parse_location, parse_path
 from reservoir.agent.transfer._engine import CopyOptions, JumpStart, copy, release
-from reservoir.agent.transfer._errors import CopyError, SourceChangedError
+from reservoir.agent.transfer._errors import CopyError, RemoteUnreachableError, SourceChangedError
 from reservoir.agent.transfer._paths import PathReport
 from reservoir.agent.transfer._plan import (
     MIN_EXTENT_SIZE,
@@ -46,6 +46,7 @@ __all__ = [
     "ProgressPrinter",
     "Queues",
     "RemoteLun",
+    "RemoteUnreachableError",
     "ServerPair",
     "SourceChangedError",
     "StreamCaps",

@@ -57,7 +57,7 @@ from reservoir.agent.initiator import (
 from reservoir.agent.iscsi.pdu import FileSpan
 from reservoir.agent.scsi import MAX_HASH_BYTES, derive_naa
 from reservoir.agent.storage import ChangeMark, Volume, open_volume, volume_identity
-from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._errors import CopyError, RemoteUnreachableError
 from reservoir.agent.transfer._hold import (
     REGISTERED,
     RESERVED,
@@ -71,7 +71,7 @@ from reservoir.agent.transfer._hold import (
     writes_allowed,
 )
 from reservoir.agent.transfer._hold_watch import HoldWatch
-from reservoir.agent.transfer._reach import no_such_lun, reach_failure
+from reservoir.agent.transfer._reach import may_pass, no_such_lun, reach_failure
 from reservoir.agent.transfer._source_changes import Rehasher
 
 log = logging.getLogger("reservoir.copy")
@@ -812,7 +812,7 @@ async def _probed(
     except BaseException as exc:
         await side.close()
         if why := reach_failure(side.label, side.where, exc):
-            raise EndpointError(why) from exc
+            raise (RemoteUnreachableError if may_pass(exc) else EndpointError)(why) from exc
         raise
     return side
 

@@ -52,7 +52,7 @@ from reservoir.agent.transfer._endpoints import (
     parse_path,
     resolve_binds,
 )
-from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._errors import CopyError, RemoteUnreachableError
 from reservoir.agent.transfer._hold import (
     REGISTERED,
     RESERVED,
@@ -72,6 +72,7 @@ from reservoir.agent.transfer._plan import (
 )
 from reservoir.agent.transfer._plan import make_plan as _make_plan
 from reservoir.agent.transfer._progress import Progress
+from reservoir.agent.transfer._reach import may_pass
 from reservoir.agent.transfer._source_changes import SourceChanges
 from reservoir.agent.transfer._source_watch import SourceWatch, recheck_moved
 from reservoir.agent.transfer._stream import (
@@ -260,7 +261,21 @@ def _copy_errors(source: str, dests: Sequence[str]) -> Iterator[None]:
         why = _shrunk_source(source, exc.strerror)
         raise CopyError(why or f"the source {source} could not be read ({exc.strerror})") from exc
     except (InitiatorError, OSError) as exc:
-        raise CopyError(f"{type(exc).__name__}: {exc}") from exc
+        error = RemoteUnreachableError if may_pass(exc) else CopyError
+        raise error(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _stream_errors(stats: Sequence[StreamStats]) -> str:
+    """Why the streams stopped, streams that stopped for the same reason together
+    (``streams 0, 1, 2: session to ... lost``)."""
+    by_error: dict[str, list[int]] = {}
+    for s in stats:
+        if s.error:
+            by_error.setdefault(s.error, []).append(s.index)
+    return "; ".join(
+        f"{'streams' if len(ix) > 1 else 'stream'} {', '.join(map(str, ix))}: {error}"
+        for error, ix in by_error.items()
+    )
 
 
 OUT_OF_SPACE = (0x7, 0x27, 0x07)  # DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT
@@ -791,7 +806,9 @@ class Run:
             else:
                 raise result
         if not workers:
-            raise CopyError(f"no stream could connect: {self.stats[0].error}")
+            later = all(may_pass(r) for r in opened if isinstance(r, BaseException))
+            error = RemoteUnreachableError if later else CopyError
+            raise error(f"no stream could connect: {self.stats[0].error}")
         return workers
 
     async def _open_stream(self, index: int) -> StreamWorker:
@@ -995,11 +1012,14 @@ class Run:
     def _check_complete(self) -> None:
         missing = len(self.plan.extents) - len(self.checkpoint.done)
         if missing:
-            errors = "; ".join(f"stream {s.index}: {s.error}" for s in self.stats if s.error)
             waited = ""
             if self._outage_since is not None:
                 waited = f"; no path came back within {self.options.outage_wait:g} s"
-            raise CopyError(f"every stream failed with {missing} extents left{waited} ({errors})")
+            # a stream ends without raising only when its session or path was lost
+            raise RemoteUnreachableError(
+                f"every stream failed with {missing} extents left{waited} "
+                f"({_stream_errors(self.stats)})"
+            )
 
     async def _end(self) -> None:
         """The copy's end, in two round trips where one step after the other took six:

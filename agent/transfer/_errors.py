@@ -12,13 +12,15 @@ below it (the initiator's, the protocol's, the storage engine's) into one, once,
      +-- HoldError           a volume another copy holds (_hold.py)
      +-- VerifyError         an extent that did not verify after its retries (_stream.py)
      +-- SourceChangedError  a source written while it was copied (_source_watch.py)
+     +-- RemoteUnreachableError  a remote side that could not be reached, or every
+                                 stream to it lost: the same copy resumed later may go on
 """
 
 from __future__ import annotations
 
 from reservoir.common.errors import ReservoirError
 
-__all__ = ["CopyError", "SourceChangedError"]
+__all__ = ["CopyError", "RemoteUnreachableError", "SourceChangedError"]
 
 
 class CopyError(ReservoirError):
@@ -28,3 +30,10 @@ class CopyError(ReservoirError):
 class SourceChangedError(CopyError):
     """The source was written while it was copied: the destination holds each extent
     as it was read, not the source as it is (see reservoir.agent.storage._changes)."""
+
+
+class RemoteUnreachableError(CopyError):
+    """A remote side's target could not be reached (refused, timed out, unroutable,
+    busy), or every stream to it was lost and not recovered: nothing was wrong with
+    the copy itself, and resuming it once the target answers again goes on from the
+    checkpoint. A caller that resumes copies on its own (the coordinator) may retry."""

@@ -4,13 +4,15 @@ there is most often a wrong address, port, IQN or LUN number."""
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Protocol
 
-from reservoir.agent.initiator import LoginError, ScsiError
+from reservoir.agent.initiator import ConnectionLostError, LoginError, ScsiError
 from reservoir.common.errors import ReservoirError
 
 LOGICAL_UNIT_NOT_SUPPORTED = (0x5, 0x25, 0x00)  # ILLEGAL REQUEST
+TARGET_ERROR = 3  # login status class: the target cannot now (RFC 7143 11.13.5)
 
 
 class Remote(Protocol):
@@ -27,6 +29,20 @@ def no_such_lun(exc: BaseException) -> bool:
     return isinstance(exc, ScsiError) and (exc.sense_key, exc.asc, exc.ascq) == (
         LOGICAL_UNIT_NOT_SUPPORTED
     )
+
+
+def may_pass(exc: BaseException) -> bool:
+    """Whether ``exc`` is one a later attempt may get past: the target's host refused,
+    timed out or could not be routed to, the session dropped and stayed down, or the
+    target answered a login with a target error (out of resources, service
+    unavailable). A name that does not resolve, a login refused for what the
+    initiator sent (authentication, a target not found) and any SCSI error are not."""
+    if isinstance(exc, LoginError):
+        return exc.status_class == TARGET_ERROR
+    if isinstance(exc, ConnectionLostError | TimeoutError | ConnectionError):
+        return True
+    unreachable = (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN)
+    return isinstance(exc, OSError) and exc.errno in unreachable
 
 
 def reach_failure(label: str, where: Remote, exc: BaseException) -> str | None:

@@ -14,7 +14,13 @@ import httpx
 from reservoir.agent.control import Agent, AgentSettings, create_app
 from reservoir.agent.scsi import derive_naa
 from reservoir.agent.storage import volume_identity
-from reservoir.agent.transfer import CopyOptions, CopySummary, Progress
+from reservoir.agent.transfer import (
+    CopyError,
+    CopyOptions,
+    CopySummary,
+    Progress,
+    RemoteUnreachableError,
+)
 
 TOKEN = "unit-token-0123456789abcdef"
 
@@ -120,6 +126,33 @@ def test_pause_of_a_completed_copy_is_409_with_the_reason(tmp_path: Path) -> Non
             assert r.json()["detail"] == (
                 f"cannot pause copy {copy_id}: it is completed (allowed when queued, running)"
             )
+
+    asyncio.run(main())
+
+
+def test_a_copy_failed_for_a_target_it_could_not_reach_says_it_is_retryable(
+    tmp_path: Path,
+) -> None:
+    """A copy that failed as RemoteUnreachableError is ``retryable``: a resume may go on
+    (the coordinator resumes it). Another failure is not, and a resume clears it."""
+    failures = [
+        RemoteUnreachableError("nothing listens at 10.0.0.2:3260 (connection refused)"),
+        CopyError("destination is held by another initiator"),
+    ]
+
+    async def failing_copy(*args: object, **kwargs: object) -> CopySummary:
+        raise failures.pop(0)
+
+    async def main() -> None:
+        async with api(tmp_path, failing_copy) as c:
+            body = {"source": vol(tmp_path, "a"), "dest": vol(tmp_path, "b")}
+            copy_id = (await c.post("/copies", json=body)).json()["id"]
+            failed = await wait_state(c, copy_id, "failed")
+            assert failed["retryable"] is True and "connection refused" in str(failed["last_error"])
+            resumed = (await c.post(f"/copies/{copy_id}/resume")).json()
+            assert resumed["retryable"] is False and resumed["last_error"] is None
+            failed = await wait_state(c, copy_id, "failed")
+            assert failed["retryable"] is False and "another initiator" in str(failed["last_error"])
 
     asyncio.run(main())
 

@@ -12,6 +12,7 @@ import pytest
 from reservoir.agent.transfer import _engine
 from reservoir.agent.transfer._engine import CopyOptions, copy
 from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._stream import StreamStats
 
 SIZE = 1 << 20
 
@@ -68,4 +69,15 @@ def test_an_end_that_is_not_a_volume_is_named_with_its_side(tmp_path: Path, end:
         asyncio.run(copy(source, dest, options(tmp_path)))
     assert str(refused.value) == (
         f"{end} {odd}: open failed: {odd} is neither a regular file nor a block device"
+    )
+
+
+def test_streams_that_stopped_for_the_same_reason_are_said_together() -> None:
+    lost = "session to 10.0.0.2:3260 lost and not recovered after 12 attempts: refused"
+    stats = [StreamStats(i, "p") for i in range(4)]
+    for s in stats[:3]:
+        s.error = lost
+    stats[3].error = "path failed: no answer to NOP-Out"
+    assert _engine._stream_errors(stats) == (
+        f"streams 0, 1, 2: {lost}; stream 3: path failed: no answer to NOP-Out"
     )

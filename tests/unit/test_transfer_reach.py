@@ -9,11 +9,11 @@ import socket
 
 import pytest
 
-from reservoir.agent.initiator import LoginError, ScsiError
+from reservoir.agent.initiator import ConnectionLostError, LoginError, ScsiError
 from reservoir.agent.scsi import build_sense
 from reservoir.agent.storage import StorageError
 from reservoir.agent.transfer._endpoints import RemoteLun
-from reservoir.agent.transfer._reach import no_such_lun, reach_failure
+from reservoir.agent.transfer._reach import may_pass, no_such_lun, reach_failure
 
 WHERE = RemoteLun("10.1.0.2", 3260, "iqn.2026-11.org.example:vol1", 3)
 LABEL = "destination LUN 3 of iqn.2026-11.org.example:vol1"
@@ -69,3 +69,27 @@ def test_other_errors_are_left_to_the_copy() -> None:
 
 def test_a_disk_s_error_is_not_taken_for_the_network_s() -> None:
     assert reach_failure(LABEL, WHERE, StorageError(errno.EIO, "read failed", "/x")) is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "later"),
+    [
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), True),
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), True),
+        (TimeoutError(), True),
+        (OSError(errno.EHOSTUNREACH, "No route to host"), True),
+        (OSError(errno.ENETUNREACH, "Network is unreachable"), True),
+        (ConnectionLostError("session to 10.1.0.2:3260 lost and not recovered"), True),
+        (LoginError(3, 1, "service unavailable"), True),  # the target cannot now
+        (LoginError(2, 1, "authentication failure"), False),
+        (LoginError(2, 3, "target not found"), False),
+        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), False),
+        (OSError(errno.EACCES, "Permission denied"), False),
+        (ScsiError(2, build_sense(0x5, 0x25, 0x00)), False),
+        (StorageError(errno.EIO, "read failed", "/dev/vdb"), False),
+    ],
+)
+def test_only_a_target_that_could_not_be_reached_may_be_passed_later(
+    exc: BaseException, later: bool
+) -> None:
+    assert may_pass(exc) is later

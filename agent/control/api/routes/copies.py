@@ -62,6 +62,7 @@ def copy_public(job: CopyJob, pacer: NicPacer | None = None) -> CopyPublic:
         chap_user=None if job.request.chap is None else job.request.chap.user,
         progress=job.progress,
         last_error=job.last_error,
+        retryable=job.retryable,
         summary=job.summary,
         caps=None if job.caps is None else caps_public(job, pacer),
         checkpoint=str(job.checkpoint),
