@@ -171,7 +171,12 @@ def _services(
     ) -> _Loops:
         if scheduler is None:
             scheduler = (
-                AgentScheduler(sessions, client(), interval=settings.scheduler_interval)
+                AgentScheduler(
+                    sessions,
+                    client(),
+                    interval=settings.scheduler_interval,
+                    retry_for=settings.leg_retry_seconds,
+                )
                 if settings.scheduler == "agents"
                 else NoopScheduler()
             )

@@ -24,7 +24,10 @@ queued      create it (idempotent: the id is chosen here) or resume it if the
 running     poll state and progress; a copy the agent has paused (the agent
             restarted) is resumed, one it lost is created again under its id (it
             resumes from the agent's checkpoint); completed -> legs completed,
-            all completed -> ``complete``; failed -> ``fail`` with the agent's error
+            all completed -> ``complete``; failed for a side it could not reach
+            -> resumed after a while, for up to ``leg_retry_seconds``
+            (``leg_retry.py``); failed otherwise, or for longer -> ``fail`` with
+            the agent's error
 paused      pause copies that still run (their checkpoints stay)
 failed      same as paused: the other legs stop, ready for a resume
 cancelled   cancel copies that are not final
@@ -46,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -66,6 +70,7 @@ from reservoir.server.app.errors import InvalidRequestError
 from reservoir.server.app.models import TransferState
 from reservoir.server.app.tables import Transfer, TransferLeg, utcnow
 from reservoir.server.domain.leg_copies import CopyPlan, VolumeError, plan_transfer
+from reservoir.server.domain.leg_retry import Retries, Step
 from reservoir.server.domain.states import Action, TransitionError, next_state
 
 __all__ = ["POLL_INTERVAL", "AgentScheduler", "NoopScheduler", "Scheduler"]
@@ -73,6 +78,7 @@ __all__ = ["POLL_INTERVAL", "AgentScheduler", "NoopScheduler", "Scheduler"]
 log = logging.getLogger("reservoir.server")
 
 POLL_INTERVAL = 1.0  # seconds between passes
+RETRY_FOR = 900.0  # s a copy failing for a side it cannot reach is resumed (leg_retry.py)
 WATCH_S = 30.0  # how long one watch of a copy waits on its agent for a change
 WATCH_LIMIT = 32
 """Copies watched at once: each watch holds one of the agent client's connections (100
@@ -137,6 +143,7 @@ class Outcome:
     copy: Json | None = None  # the agent's copy, as last seen
     waiting: str | None = None  # the agent did not answer
     error: str | None = None  # the copy cannot go on (failed, refused)
+    retrying: bool = False  # it failed for a side it could not reach: resumed in a while
     notes: list[str] = field(default_factory=list)
 
 
@@ -206,10 +213,12 @@ class AgentScheduler:
         client: AgentClient,
         *,
         interval: float = POLL_INTERVAL,
+        retry_for: float = RETRY_FOR,
     ) -> None:
         self.sessions = sessions
         self.client = client
         self.interval = interval
+        self.retries = Retries(retry_for)  # copies failed for a side they could not reach
         self._waiting: set[tuple[str, str]] = set()  # (transfer, agent) not answering
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -364,15 +373,43 @@ class AgentScheduler:
             why = copy.get("last_error") or copy_state
             out.copy = await self.client.copy_action(plan.agent, plan.copy_id, "resume")
             out.notes.append(f"resumed copy {plan.copy_id} on {where} ({why})")
+        elif copy_state == "failed" and copy.get("retryable") and self.retries.retry_for > 0:
+            await self._retry(out, where)
         elif copy_state == "failed":
             out.error = f"copy {plan.copy_id} on {where} failed: {copy.get('last_error')}"
         elif copy_state == "cancelled":
             out.error = f"copy {plan.copy_id} on {where} was cancelled outside the coordinator"
+        elif copy_state == COMPLETED:
+            self.retries.forget(plan.copy_id)
+
+    async def _retry(self, out: Outcome, where: str) -> None:
+        """A copy that failed for a side it could not reach: resumed after a while
+        (``leg_retry.py``), until its streak of failures is too old."""
+        plan, copy = out.plan, out.copy
+        assert copy is not None
+        error = copy.get("last_error")
+        step, streak = self.retries.step(plan.copy_id, _progress(copy), time.monotonic())
+        if step is Step.GIVE_UP:
+            out.error = (
+                f"copy {plan.copy_id} on {where} failed: {error} (resumed {streak.attempts} "
+                f"times over {self.retries.retry_for:g} s: resume the transfer to try again)"
+            )
+            return
+        out.retrying = True
+        if step is Step.BEGIN:
+            out.notes.append(
+                f"copy {plan.copy_id} on {where} failed: {error}; resuming it in "
+                f"{streak.delay():g} s, and again for up to {self.retries.retry_for:g} s"
+            )
+        elif step is Step.RESUME:
+            out.copy = await self.client.copy_action(plan.agent, plan.copy_id, "resume")
+            out.notes.append(f"resumed copy {plan.copy_id} on {where} (retry {streak.attempts})")
 
     async def _stop(self, state: str, out: Outcome) -> None:
         plan, copy = out.plan, out.copy
         if copy is None:
             return
+        self.retries.forget(plan.copy_id)  # a user stopped the transfer
         live = COPY_HOLDING if state == S.CANCELLED.value else COPY_ACTIVE
         if copy["state"] not in live:
             return
@@ -445,7 +482,9 @@ class AgentScheduler:
             elif state in COPY_ACTIVE and transfer.state in (S.QUEUED.value, S.RUNNING.value):
                 leg.state = S.RUNNING.value
             elif state == "failed" and transfer.state == S.RUNNING.value:
-                leg.state, leg.last_error = S.FAILED.value, copy.get("last_error")
+                leg.last_error = copy.get("last_error")
+                if not out.retrying:
+                    leg.state = S.FAILED.value
 
     def _advance(
         self, session: Session, transfer: Transfer, outcomes: list[Outcome], errors: list[str]

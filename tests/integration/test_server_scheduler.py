@@ -368,3 +368,27 @@ def test_a_destination_agent_restarted_mid_transfer_is_ridden_out_and_its_lapse_
     said = [e for e in history if " completed (" in e]
     assert len(said) == 2 and all(", verified (storage):" in e for e in said)
     assert any("not held from" in e and "other initiators could write" in e for e in said), said
+
+
+def test_a_destination_down_longer_than_a_session_recovers_is_waited_for_and_completes(
+    site: Site,
+) -> None:
+    """The destination agent stays down past what its sessions retry (~15 s): each leg's
+    copy fails as unreachable, the coordinator resumes it with backoff (once while the
+    target is still down: that resume fails too, at its login), and once the agent is
+    back the transfer completes verified, without a user's resume."""
+    with agent(site.a), coordinator(site) as c:
+        with agent(site.b):
+            tid = site.register(c)["id"]
+            wait(c, tid, midway)
+        wait(c, tid, lambda t: any("resuming it in" in e for e in events(c, tid)), timeout=40)
+        wait(c, tid, lambda t: any("(retry 1)" in e for e in events(c, tid)), timeout=20)
+        time.sleep(1.0)  # that resume fails at its login: nothing listens yet
+        with agent(site.b):
+            done = wait(c, tid, completed, timeout=90)
+            history = events(c, tid)
+    site.assert_copied()
+    assert all(leg["summary"]["verified"] for leg in done["legs"])
+    assert not any("running -> failed" in e for e in history)
+    began = [e for e in history if "resuming it in" in e]
+    assert began and all("every stream failed" in e or "nothing listens" in e for e in began)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ from reservoir.server.app.agent_client import (
 )
 from reservoir.server.app.core.agent_credentials import AgentCredentials
 from reservoir.server.app.tables import Transfer
+from reservoir.server.domain import leg_retry
 from reservoir.server.domain import scheduler as scheduler_module
 from reservoir.server.domain.legs import SUPPORTED_LAYOUTS
 
@@ -440,6 +443,67 @@ def test_a_failed_copy_fails_the_transfer_and_pauses_the_others(world: World) ->
     world.tick()
     assert world.get(tid)["state"] == "running"
     assert {c["state"] for c in world.agents.copies.values()} == {"running"}
+
+
+def _unreachable(world: World, copy_id: str) -> None:
+    """What the agent says of a copy whose destination's target stopped answering."""
+    world.agents.copies["a", copy_id].update(
+        state="failed", retryable=True, last_error="every stream failed (connection refused)"
+    )
+
+
+def test_a_copy_failed_for_a_side_it_could_not_reach_is_resumed_and_the_transfer_runs_on(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(leg_retry, "FIRST_DELAY", 0.0)  # resumed on the next pass
+    tid = two_by_two(world)["id"]
+    world.tick()
+    _unreachable(world, f"{tid}-leg0")
+    world.tick()
+    waiting = world.get(tid)
+    assert waiting["state"] == "running"
+    assert waiting["legs"][0]["state"] == "running"  # not failed: retried
+    assert "connection refused" in waiting["legs"][0]["last_error"]
+    began = [e for e in world.events(tid) if "resuming it in" in e]
+    assert len(began) == 1 and "every stream failed (connection refused); resuming" in began[0]
+    world.tick()
+    assert world.agents.copies["a", f"{tid}-leg0"]["state"] == "running"
+    assert f"resumed copy {tid}-leg0 on agent 'a' (retry 1)" in world.events(tid)
+    for leg in (0, 1):
+        world.agents.finish("a", f"{tid}-leg{leg}")
+    world.tick()
+    assert world.get(tid)["state"] == "completed"
+    assert f"{tid}-leg0" not in world.scheduler.retries
+
+
+def test_a_copy_that_stays_unreachable_fails_the_transfer_after_leg_retry_seconds(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(leg_retry, "FIRST_DELAY", 0.0)
+    world.scheduler.retries.retry_for = 0.2
+    tid = two_by_two(world)["id"]
+    world.tick()
+    deadline = time.monotonic() + 10
+    while world.get(tid)["state"] == "running" and time.monotonic() < deadline:
+        _unreachable(world, f"{tid}-leg0")  # each resume fails again at once
+        world.tick()
+        time.sleep(0.02)
+    failed = world.get(tid)
+    assert failed["state"] == "failed"
+    assert "connection refused" in failed["last_error"]
+    assert re.search(r"\(resumed [1-9]\d* times over 0\.2 s: resume the transfer to try again\)",
+                     failed["last_error"])  # fmt: skip
+    world.tick()
+    assert world.agents.copies["a", f"{tid}-leg1"]["state"] == "paused"  # as any failure
+
+
+def test_no_retry_when_the_coordinator_is_told_not_to(world: World) -> None:
+    world.scheduler.retries.retry_for = 0
+    tid = two_by_two(world)["id"]
+    world.tick()
+    _unreachable(world, f"{tid}-leg0")
+    world.tick()
+    assert world.get(tid)["state"] == "failed"
 
 
 def test_after_an_agent_restart_its_paused_copies_are_resumed(world: World) -> None:

@@ -130,6 +130,14 @@ class _ServerFields(BaseModel):
     scheduler_interval: float = Field(
         default=1.0, gt=0, le=60, description="seconds between the scheduler's polls"
     )
+    leg_retry_seconds: float = Field(
+        default=900.0,
+        ge=0,
+        le=7 * 86400,
+        description="how long a copy that failed for a side it could not reach (a target "
+        "restarting, a link down) is resumed by the scheduler, with backoff, before its "
+        "transfer fails; 0: never, the transfer fails at once",
+    )
     lease_seconds: float = Field(
         default=10.0,
         ge=1,
