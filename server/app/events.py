@@ -26,10 +26,13 @@ def record(
     *,
     from_state: str | None = None,
     to_state: str | None = None,
+    warning: bool = False,
 ) -> TransferEvent:
     """Adds an event to ``transfer`` (committed with the caller's session); a change of
     state also stamps the transfer's times (:func:`stamp`) and, if it ends the transfer,
-    queues its webhook deliveries (``webhooks.py``)."""
+    queues its webhook deliveries (``webhooks.py``). The log shows it as a warning if
+    ``warning`` (something went wrong that the scheduler works around) or if the
+    transfer failed."""
     now = utcnow()
     if kind == "state" and to_state is not None:
         stamp(transfer, str(to_state), now)
@@ -43,16 +46,11 @@ def record(
         detail=detail[:4096],
     )
     session.add(event)
-    _log(transfer, kind, detail, from_state, to_state)
-    return event
-
-
-def _log(
-    transfer: Transfer, kind: str, detail: str, from_state: str | None, to_state: str | None
-) -> None:
+    failed = to_state == TransferState.FAILED.value
+    level = logging.WARNING if warning or failed else logging.INFO
     change = f"{from_state or '(new)'} -> {to_state}: " if to_state is not None else ""
-    level = logging.WARNING if to_state == TransferState.FAILED.value else logging.INFO
     log.log(level, "transfer %s: %s%s", transfer.id, change, detail or kind)
+    return event
 
 
 def stamp(transfer: Transfer, state: str, now: datetime) -> None:

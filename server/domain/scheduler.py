@@ -145,6 +145,7 @@ class Outcome:
     error: str | None = None  # the copy cannot go on (failed, refused)
     retrying: bool = False  # it failed for a side it could not reach: resumed in a while
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # notes the log shows as warnings
 
 
 @dataclass
@@ -332,7 +333,7 @@ class AgentScheduler:
         except AgentUnreachableError as exc:
             out.waiting = str(exc)
         except AgentRefusedError as exc:
-            out.notes.append(f"copy {plan.copy_id} on agent {plan.agent.name!r}: {exc}")
+            out.warnings.append(f"copy {plan.copy_id} on agent {plan.agent.name!r}: {exc}")
             if out.copy is None:  # refused to create it: it cannot run as asked
                 out.error = str(exc)
         except AgentError as exc:  # defensive: the tree has no other leaves
@@ -397,7 +398,7 @@ class AgentScheduler:
             return
         out.retrying = True
         if step is Step.BEGIN:
-            out.notes.append(
+            out.warnings.append(
                 f"copy {plan.copy_id} on {where} failed: {error}; resuming it in "
                 f"{streak.delay():g} s, and again for up to {self.retries.retry_for:g} s"
             )
@@ -430,6 +431,8 @@ class AgentScheduler:
             self._waiting_events(session, transfer, out)
             for note in out.notes:
                 events.record(session, transfer, "scheduler", note)
+            for note in out.warnings:
+                events.record(session, transfer, "scheduler", note, warning=True)
             if out.copy is not None:
                 self._copy_seen(session, transfer, out, legs, current)
             if out.error is not None:
@@ -446,7 +449,11 @@ class AgentScheduler:
         if out.waiting is not None and key not in self._waiting:
             self._waiting.add(key)
             events.record(
-                session, transfer, "scheduler", f"waiting for agent: {out.waiting} (retrying)"
+                session,
+                transfer,
+                "scheduler",
+                f"waiting for agent: {out.waiting} (retrying)",
+                warning=True,
             )
         elif out.waiting is None and key in self._waiting:
             self._waiting.discard(key)

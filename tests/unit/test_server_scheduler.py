@@ -453,9 +453,10 @@ def _unreachable(world: World, copy_id: str) -> None:
 
 
 def test_a_copy_failed_for_a_side_it_could_not_reach_is_resumed_and_the_transfer_runs_on(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(leg_retry, "FIRST_DELAY", 0.0)  # resumed on the next pass
+    caplog.set_level(logging.INFO, logger="reservoir.server.transfers")
     tid = two_by_two(world)["id"]
     world.tick()
     _unreachable(world, f"{tid}-leg0")
@@ -466,6 +467,8 @@ def test_a_copy_failed_for_a_side_it_could_not_reach_is_resumed_and_the_transfer
     assert "connection refused" in waiting["legs"][0]["last_error"]
     began = [e for e in world.events(tid) if "resuming it in" in e]
     assert len(began) == 1 and "every stream failed (connection refused); resuming" in began[0]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"transfer {tid}: {began[0]}"]  # the failure: a warning in the log
     world.tick()
     assert world.agents.copies["a", f"{tid}-leg0"]["state"] == "running"
     assert f"resumed copy {tid}-leg0 on agent 'a' (retry 1)" in world.events(tid)
