@@ -514,7 +514,12 @@ async def _admit(
         pairs=tuple(ServerPair(source, d, options.streams) for d in dests),
         stripe_unit=stripe_unit,
     )
-    return plan, _checkpoint(source, " + ".join(dests), plan, options)
+    checkpoint = _checkpoint(source, " + ".join(dests), plan, options)
+    if checkpoint.done:  # a run before wrote, and held: did the hold last until now?
+        for dst in dsts:
+            if isinstance(dst, RemoteSide) and dst.holds_reservation:
+                dst.hold_watch.unheld_since_last_run()  # its claim won: nothing held it
+    return plan, checkpoint
 
 
 async def _unclaim(dsts: Sequence[Side]) -> None:

@@ -64,11 +64,13 @@ class Lapse:
     copy's hold being back, in seconds since the destination was opened (the copy's
     first milliseconds)."""
 
-    lost: float
+    lost: float | None  # None: before this run began (a resumed copy)
     back: float
     why: str
 
     def describe(self) -> str:
+        if self.lost is None:
+            return f"not held between the run before and this one ({self.why})"
         return f"not held from {self.lost:.2f} s to {self.back:.2f} s ({self.why})"
 
 
@@ -110,6 +112,14 @@ class HoldWatch:
         if self._judging is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._judging
+
+    def unheld_since_last_run(self) -> None:
+        """A resumed copy found the LUN unreserved and took it anew: the run before
+        held it, and nothing did from some time after until now."""
+        why = "found unreserved when this run began: its target restarted, or an initiator "
+        why += "cleared or released the reservation"
+        self.lapses.append(Lapse(None, time.monotonic() - self.began, why))
+        log.warning("%s: not held since the run before: %s", self.side.label, why)
 
     def check(self) -> None:
         """HoldError if the hold was taken by someone else while the copy ran."""

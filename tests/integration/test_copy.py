@@ -468,6 +468,7 @@ def test_resume_after_cancel(
     assert summary.copied_bytes + summary.found_bytes == SIZE - (done << 20)
     assert summary.found_bytes + summary.resent_bytes <= in_flight << 20
     assert sha(lun) == sha(source)
+    assert summary.hold == "reservation" and summary.hold_lapses == []  # held throughout
 
 
 def test_resume_refuses_another_copy(tmp_path: Path, source: Path, ours: ReservoirTarget) -> None:

@@ -392,3 +392,7 @@ def test_a_destination_down_longer_than_a_session_recovers_is_waited_for_and_com
     assert not any("running -> failed" in e for e in history)
     began = [e for e in history if "resuming it in" in e]
     assert began and all("every stream failed" in e or "nothing listens" in e for e in began)
+    # the restarted target kept no reservation: the resumed run found the LUN unheld
+    said = [e for e in history if " completed (" in e]
+    assert len(said) == 2
+    assert all("not held between the run before and this one" in e for e in said), said

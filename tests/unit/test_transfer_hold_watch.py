@@ -43,3 +43,10 @@ def test_a_lapse_says_when_and_why() -> None:
         "not held from 1.81 s to 7.00 s "
         "(the target restarted or was reset (unit attention 29h/00h))"
     )
+
+
+def test_a_lapse_before_this_run_says_it_was_between_runs() -> None:
+    lapse = Lapse(None, 0.01, "found unreserved when this run began")
+    assert lapse.describe() == (
+        "not held between the run before and this one (found unreserved when this run began)"
+    )
