@@ -39,7 +39,7 @@ from reservoir.agent.transfer._engine import (
     copy,
     release,
 )
-from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._errors import CopyError, RemoteUnreachableError
 from reservoir.agent.transfer._plan import DEFAULT_EXTENT_SIZE, MIN_EXTENT_SIZE
 from reservoir.agent.transfer._progress import ProgressPrinter, interrupted
 from reservoir.agent.transfer._summary import format_summary
@@ -255,6 +255,12 @@ def _chap(args: argparse.Namespace, name: str) -> tuple[str, str] | None:
         raise CopyError(str(exc)) from None
 
 
+UNREACHABLE_HINT = (
+    "what was copied is kept in the checkpoint: once the target answers again, the same "
+    "command with --resume goes on from there"
+)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.release:
         return release_main(args)
@@ -265,6 +271,8 @@ def main(args: argparse.Namespace) -> int:
     except CopyError as exc:
         printer.finish()
         print(f"reservoir copy: {exc}", file=sys.stderr)
+        if isinstance(exc, RemoteUnreachableError) and printer.last is not None:
+            print(f"reservoir copy: {UNREACHABLE_HINT}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         printer.finish()

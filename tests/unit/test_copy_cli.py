@@ -7,11 +7,13 @@ import argparse
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from reservoir.agent.transfer import CopyOptions, cli, copy
-from reservoir.agent.transfer._errors import CopyError
+from reservoir.agent.transfer._errors import CopyError, RemoteUnreachableError
+from reservoir.agent.transfer._progress import Progress
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -145,3 +147,29 @@ def test_the_engine_refuses_a_tiny_extent_from_any_caller(tmp_path: Path) -> Non
     with pytest.raises(CopyError, match="extent size 4096: at least 65536 bytes"):
         asyncio.run(copy(str(src), str(tmp_path / "dst.img"), opts))
     assert not (tmp_path / "dst.img").exists()
+
+
+def test_a_target_lost_mid_copy_is_said_with_how_to_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine (stood in for here) made progress, then lost every stream: the user is
+    told the checkpoint is kept and --resume goes on; a target never reached is not."""
+    progressed = True
+
+    async def lost(source: str, dest: object, options: object, *, progress: Any) -> None:
+        if progressed:
+            progress(Progress(8 << 20, 64 << 20, 8 << 20, 1.0, 8, 64, 0, 2, 0, 1))
+        raise RemoteUnreachableError(
+            "every stream failed with 56 extents left (streams 0, 1: lost)"
+        )
+
+    monkeypatch.setattr(cli, "copy", lost)
+    argv = [str(tmp_path / "src.img"), "iscsi://127.0.0.1:3260/iqn.2026-11.org.x:t/0"]
+    assert cli.run(argv) == 1
+    err = capsys.readouterr().err
+    assert "reservoir copy: every stream failed with 56 extents left" in err
+    assert "kept in the checkpoint: once the target answers again, the same command with " \
+        "--resume goes on from there" in err  # fmt: skip
+    progressed = False
+    assert cli.run(argv) == 1
+    assert "--resume" not in capsys.readouterr().err
