@@ -256,7 +256,14 @@ def percent(t: TransferPublic) -> str:
 
 
 def legs_running(t: TransferPublic) -> int:
-    return sum(1 for leg in t.legs if leg.state.value == "running")
+    """Legs whose copy runs (not those waiting to be resumed: :func:`legs_retrying`)."""
+    return sum(1 for leg in t.legs if leg.state.value == "running" and not leg.last_error)
+
+
+def legs_retrying(t: TransferPublic) -> int:
+    """Running legs whose copy failed for a side it could not reach: the coordinator
+    resumes them in a while (their error says why)."""
+    return sum(1 for leg in t.legs if leg.state.value == "running" and leg.last_error)
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
@@ -405,6 +412,7 @@ def format_progress_line(t: TransferPublic, rate: float | None, eta: float | Non
         f"{progress_bar(done, t.total_bytes)} {percent(t):>4}  "
         f"{human_bytes(done)} / {human_bytes(t.total_bytes)}  {human_rate(rate)}  "
         f"ETA {human_eta(eta)}  legs {legs_running(t)}/{len(t.legs)} up  {t.state.value}"
+        + (f", {retrying} retrying" if (retrying := legs_retrying(t)) else "")
     )
 
 

@@ -257,6 +257,13 @@ def test_progress_line_has_bar_rate_eta_legs_and_state() -> None:
     assert line.endswith("legs 1/2 up  running")
 
 
+def test_progress_line_says_how_many_legs_wait_to_be_resumed() -> None:
+    data = transfer_json("running", ("running", "running"))
+    data["legs"][1]["last_error"] = "destination LUN 1 of iqn.x: nothing listens at ..."
+    line = tc.format_progress_line(TransferPublic.model_validate(data), None, None)
+    assert line.endswith("legs 1/2 up  running, 1 retrying")
+
+
 def test_progress_line_without_a_rate_shows_dashes() -> None:
     line = tc.format_progress_line(transfer("queued", ("queued",)), None, None)
     assert "  -  ETA -  legs 0/1 up  queued" in line
