@@ -487,7 +487,7 @@ class AgentScheduler:
                 detail = f"leg {leg.index} completed ({size} bytes)" + _summary_line(leg.summary)
                 events.record(session, transfer, "leg", detail)
             elif state in COPY_ACTIVE and transfer.state in (S.QUEUED.value, S.RUNNING.value):
-                leg.state = S.RUNNING.value
+                leg.state, leg.last_error = S.RUNNING.value, None  # (a retried copy runs again)
             elif state == "failed" and transfer.state == S.RUNNING.value:
                 leg.last_error = copy.get("last_error")
                 if not out.retrying:

@@ -472,6 +472,8 @@ def test_a_copy_failed_for_a_side_it_could_not_reach_is_resumed_and_the_transfer
     world.tick()
     assert world.agents.copies["a", f"{tid}-leg0"]["state"] == "running"
     assert f"resumed copy {tid}-leg0 on agent 'a' (retry 1)" in world.events(tid)
+    world.tick()
+    assert world.get(tid)["legs"][0]["last_error"] is None  # it runs again
     for leg in (0, 1):
         world.agents.finish("a", f"{tid}-leg{leg}")
     world.tick()
