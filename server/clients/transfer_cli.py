@@ -70,6 +70,7 @@ DASH = "-"
 VERIFICATIONS = ("storage", "receipt")  # TransferBase.verification
 ID_LENGTH = 36  # a transfer's id: a UUID
 MIN_PREFIX = 4  # characters of an id that may stand for it
+ID_CHARACTERS = frozenset("0123456789abcdef-")
 ID_HELP = f"the transfer's id, or its first characters ({MIN_PREFIX} at least)"
 
 
@@ -639,8 +640,8 @@ def _list(client: CoordinatorClient, args: argparse.Namespace, out: TextIO) -> i
 def transfer_id(client: CoordinatorClient, ref: str) -> str:
     """``ref`` when it is a whole id; else the one transfer whose id starts with it (as
     ``transfer list`` shows them, a user copies the first characters)."""
-    if len(ref) >= ID_LENGTH:
-        return ref
+    if len(ref) >= ID_LENGTH or not set(ref.lower()) <= ID_CHARACTERS:
+        return ref  # a whole id, or no part of one: the coordinator answers for it
     if len(ref) < MIN_PREFIX:
         raise ClientError(f"{ref!r}: give a transfer's id, or {MIN_PREFIX} characters of it")
     found = [t.id for t in client.transfers() if t.id.startswith(ref.lower())]

@@ -159,7 +159,10 @@ def test_start_prints_the_id_and_one_leg_per_server_pair(api: str, sites: Json) 
         ["0", "a0:vol0", "b0:vol0", "64.0"],
         ["1", "a1:vol0", "b1:vol0", "64.0"],
     ]
-    assert [leg.split()[-3:-1] for leg in legs] == [["4", "lfn0"], ["4", "lfn1"]]
+    assert [leg.split()[-4:] for leg in legs] == [  # verification: once completed
+        ["4", "lfn0", "queued", "-"],
+        ["4", "lfn1", "queued", "-"],
+    ]
 
 
 def test_list_shows_the_transfer_with_its_state_and_verification(api: str, sites: Json) -> None:

@@ -534,7 +534,9 @@ def test_a_transfer_is_named_by_the_first_characters_of_its_id(
     assert rc == 1 and "'0b7': give a transfer's id, or 4 characters of it" in err
     rc, _, err = run_main(monkeypatch, handler, "status", "ffff")
     assert rc == 1 and "no transfer on the coordinator has an id starting with 'ffff'" in err
-    assert len(acted) == 1
+    run_main(monkeypatch, handler, "pause", "not-an-id")  # no part of an id: asked as it is
+    assert acted[-1] == "/api/v1/transfers/not-an-id/pause"
+    assert len(acted) == 2
 
 
 def test_main_start_with_an_unknown_set_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
