@@ -14,7 +14,18 @@ FORMAT = Path(__file__).resolve().parents[2] / "web" / "src" / "format.js"
 
 
 def run_format(function: str, argument: dict[str, Any]) -> str:
-    """``function(argument)`` of format.js, run in node."""
+    """``function(argument)`` of format.js, run in node: a string."""
+    text: str = _run(function, argument)
+    return text
+
+
+def run_format_list(function: str, argument: dict[str, Any]) -> list[str]:
+    """``function(argument)`` of format.js, run in node: a list of strings."""
+    lines: list[str] = _run(function, argument)
+    return lines
+
+
+def _run(function: str, argument: dict[str, Any]) -> Any:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (make install)")
@@ -25,8 +36,7 @@ console.log(JSON.stringify({function}({json.dumps(argument)})));
     out = subprocess.run(
         [node, "--input-type=module"], input=script, capture_output=True, text=True, check=True
     )
-    text: str = json.loads(out.stdout)
-    return text
+    return json.loads(out.stdout)
 
 
 @pytest.mark.parametrize(
@@ -88,3 +98,18 @@ def test_a_legs_verification_says_when_its_destination_was_not_held(
     summary: dict[str, Any], shown: str
 ) -> None:
     assert run_format("holdLapses", summary) == shown
+
+
+def test_the_transfer_page_names_each_leg_that_waits_to_be_resumed_or_failed() -> None:
+    lost = "every stream failed with 12 extents left (streams 0, 1: session lost)"
+    legs = [
+        {"index": 0, "state": "running", "last_error": lost},  # the coordinator resumes it
+        {"index": 1, "state": "running", "last_error": None},
+        {"index": 2, "state": "failed", "last_error": "destination is held by another"},
+        {"index": 3, "state": "completed", "last_error": None},
+    ]
+    assert run_format_list("legTroubles", {"legs": legs}) == [
+        f"leg 0: waiting to be resumed ({lost})",
+        "leg 2 failed: destination is held by another",
+    ]
+    assert run_format_list("legTroubles", {"legs": []}) == []

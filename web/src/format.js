@@ -125,6 +125,22 @@ export function sourceWatch(s) {
 
 
 /**
+ * What each leg of transfer `t` that is not done went through, a line each: a leg the
+ * coordinator resumes once its target answers again (running, with the error that
+ * stopped its copy), or a failed or paused one with its error.
+ * @param {any} t @returns {string[]}
+ */
+export function legTroubles(t) {
+  return (t.legs ?? [])
+    .filter((/** @type {any} */ l) => l.last_error && l.state !== 'completed')
+    .map((/** @type {any} */ l) =>
+      l.state === 'running'
+        ? `leg ${l.index}: waiting to be resumed (${l.last_error})`
+        : `leg ${l.index} ${l.state}: ${l.last_error}`,
+    );
+}
+
+/**
  * When a leg's destination was not held while its copy wrote it (a target that
  * restarted, another initiator's CLEAR), from the copy summary: "" where it was held
  * throughout, or never held.

@@ -1,5 +1,5 @@
 // The transfer page's head: the transfer's state, rate and ETA (from done_bytes between
-// two looks), its progress, its settings (the links named from GET /links) and the
+// two looks), a line for each leg that waits to be resumed or failed, its progress, its settings (the links named from GET /links) and the
 // actions its state allows: pause, resume, cancel (POST /transfers/{id}/{verb}, whose
 // answer is the transfer's new view).
 
@@ -20,6 +20,7 @@ export class HeadPanel {
     this.changed = changed;
     this.meter = new fmt.RateMeter();
     this.headline = h('div', { class: 'headline' });
+    this.troubles = h('div', { id: 'leg-troubles' });
     this.progress = h('div', { id: 'progress' });
     this.settings = h('p', { class: 'settings' });
     this.actions = h('div', { class: 'actions' });
@@ -30,6 +31,7 @@ export class HeadPanel {
       h('a', { href: '#/transfers', class: 'back' }, '← Transfers'),
       h('h1', null, `Transfer ${fmt.shortId(id)}`),
       this.headline,
+      this.troubles,
       this.progress,
       this.settings,
       this.actions,
@@ -48,6 +50,7 @@ export class HeadPanel {
       h('span', { class: 'figure', id: 'eta' }, `ETA ${t.state === 'running' ? fmt.duration(eta) : '–'}`),
       t.last_error ? h('span', { class: 'error' }, t.last_error) : null,
     );
+    fill(this.troubles, ...fmt.legTroubles(t).map((line) => h('p', { class: 'error small' }, line)));
     this.progress.dataset.done = String(t.done_bytes);
     this.progress.dataset.total = String(t.total_bytes);
     this.progress.dataset.state = t.state;
