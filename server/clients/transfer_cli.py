@@ -316,8 +316,11 @@ def format_legs(t: TransferPublic, agents: dict[str, str], links: dict[str, str]
         ]
         for leg in t.legs
     ]
-    headers = ["LEG", "SOURCE", "DESTINATION", "BYTES", "DONE", "STREAMS", "PATHS", "STATE"]
-    return format_table([*headers, "VERIFICATION"], rows)
+    return format_table(
+        ["LEG", "SOURCE", "DESTINATION", "BYTES", "DONE", "STREAMS", "PATHS", "STATE",
+         "VERIFICATION"],
+        rows,
+    )  # fmt: skip
 
 
 def format_events(events: Sequence[TransferEventPublic]) -> list[str]:
